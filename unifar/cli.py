@@ -1,4 +1,4 @@
-"""Command line: ``python -m unifar evaluate csfcube ...``.
+"""Command line: ``python -m unifar evaluate csfcube ...`` and ``python -m unifar evaluate all ...``.
 
 Score rankings already written in the upstream format::
 
@@ -10,6 +10,14 @@ or rank the annotated pools with a model and score them::
 
 ``--json OUT`` writes ``{facet: {"map": x, "ndcg%20": y}}`` (percent, unrounded) for background,
 method, result and all; the run's metadata goes to the sibling ``OUT`` with suffix ``.meta.json``.
+
+Every system on every benchmark in one run (:func:`unifar.suite.evaluate_all`)::
+
+    python -m unifar evaluate all --model minilm --json artifacts/eval.json \
+        [--systems bm25,mean,facet-query,unifar] [--benchmarks csfcube,cranfield,pubmedqa,scirepeval] \
+        [--base-model minilm] [--max-length N] [--doris-mae FILE] [--litsearch DIR]
+
+writes one JSON (aggregates, per-query values, bootstrap intervals, metadata) and prints a table.
 """
 
 from __future__ import annotations
@@ -18,7 +26,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -38,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="unifar", description="UniFAR reproduction tools.")
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="evaluate rankings or a model on a benchmark")
-    ev.add_argument("benchmark", choices=["csfcube"], help="benchmark to evaluate on")
+    ev.add_argument("benchmark", choices=["csfcube", "all"], help="csfcube, or all: every system on every benchmark (see --systems, --benchmarks)")
     src = ev.add_mutually_exclusive_group()
     src.add_argument("--rankings", metavar="DIR", help="folder of test-pid2pool-csfcube-<name>-<facet>-ranked.json files")
     src.add_argument("--model", metavar="MODEL", help="base encoder (minilm, mpnet, hub id, path) or UniFAR checkpoint folder")
@@ -50,11 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=["test", "dev"], default="test", help="test: 2-fold test score (reported); dev: fold1_dev (tuning)")
     ev.add_argument("--no-query-title", action="store_true", help="facet-query: the query is the facet's sentences without the title")
     ev.add_argument("--exclude-self", action="store_true", help="leave a query paper out of its own pool (as the shipped SPECTER rankings do)")
-    ev.add_argument("--json", metavar="OUT", help="write the scores as JSON (metadata to OUT with suffix .meta.json)")
+    ev.add_argument("--json", metavar="OUT", help="write the scores as JSON (csfcube: metadata to OUT with suffix .meta.json; all: one JSON holding everything)")
     ev.add_argument("--save-rankings", metavar="DIR", help="also write the rankings in the upstream format")
     ev.add_argument("--data-dir", metavar="DIR", help="CSFCube folder (default: the repository's data/csfcube)")
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    al = ev.add_argument_group("evaluate all")
+    al.add_argument("--systems", metavar="LIST", help="comma-separated, from bm25,mean,facet-query,unifar,unifar-untrained "
+                    "(default: bm25,mean,facet-query,unifar, plus unifar-untrained for a checkpoint)")
+    al.add_argument("--benchmarks", metavar="LIST", help="comma-separated, from csfcube,cranfield,pubmedqa,scirepeval,doris_mae,litsearch "
+                    "(default: csfcube,cranfield,pubmedqa,scirepeval, plus those whose files are given)")
+    al.add_argument("--base-model", metavar="NAME", help="base encoder of the baselines (default: the checkpoint's base, or --model)")
+    al.add_argument("--doris-mae", metavar="FILE", help="DORIS-MAE dataset JSON (from Zenodo)")
+    al.add_argument("--doris-levels", metavar="LIST", default="query,aspect,subquery_2", help="DORIS-MAE levels (default query,aspect,subquery_2)")
+    al.add_argument("--litsearch", metavar="DIR", help="local copy of princeton-nlp/LitSearch (query/ and corpus_clean/)")
+    al.add_argument("--scirepeval-part", choices=["test", "train", "all"], default="test", help="SciRepEval search questions: the test half (reported, default), the train half, or all")
+    al.add_argument("--n-resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
+    al.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     ev.set_defaults(subparser=ev)
+    _add_train_parser(sub)
     return parser
 
 
@@ -83,34 +103,16 @@ def _public_model_name(model: str) -> str:
 
 def _machine() -> dict[str, Any]:
     """Platform facts; torch/transformers facts only when the run used them (imported)."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-    }
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        info.update(
-            torch=torch.__version__,
-            torch_threads=torch.get_num_threads(),
-            cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        )
-    transformers = sys.modules.get("transformers")
-    if transformers is not None:
-        info["transformers"] = transformers.__version__
-    return info
+    from .suite import machine_info
+
+    return machine_info()
 
 
 def _load_unifar(model: str, max_length: int | None, device: str | None):
-    from unifar import UniFAR, UniFARConfig
+    """A checkpoint keeps its own max_tokens unless --max-length is given (:func:`unifar.suite.load_unifar`)."""
+    from .suite import load_unifar
 
-    path = Path(model)
-    if (path / "config.json").is_file() and any(path.glob("*.safetensors")):
-        m = UniFAR.from_pretrained(path, device=device)
-        if max_length is not None:  # otherwise keep the budget the checkpoint was made with
-            m.config.max_tokens = max_length
-        return m
-    return UniFAR(UniFARConfig(base_model=model, max_tokens=max_length or 512), device=device)
+    return load_unifar(model, max_length, device)
 
 
 def _score_fn(args: argparse.Namespace, data: Any, method: str):
@@ -131,6 +133,9 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
     from .data.csfcube import load_csfcube
     from .evaluate import evaluate_csfcube_rankings, rank_pools, read_ranked_pools, write_ranked_pools
 
+    given = [f"--{k.replace('_', '-')}" for k in _ALL_ONLY if getattr(args, k, None) is not None]
+    if given:
+        parser.error(f"{', '.join(given)} apply to 'evaluate all', not to 'evaluate csfcube'")
     start = time.perf_counter()
     meta: dict[str, Any] = {"benchmark": "csfcube", "split": args.split}
     if args.rankings is not None:
@@ -189,6 +194,129 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
     return scores
 
 
+_ALL_ONLY = ("systems", "benchmarks", "base_model", "doris_mae", "litsearch")
+_CSFCUBE_ONLY = ("rankings", "method", "name", "save_rankings")
+
+
+def _split_list(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """``evaluate all``: :func:`unifar.suite.evaluate_all`, one JSON, one printed table."""
+    given = [f"--{k.replace('_', '-')}" for k in _CSFCUBE_ONLY if getattr(args, k) is not None]
+    if given:
+        parser.error(f"{', '.join(given)} apply to 'evaluate csfcube', not to 'evaluate all'")
+    if args.max_length is not None and args.max_length < 8:
+        parser.error(f"--max-length must be at least 8, got {args.max_length}")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be positive, got {args.batch_size}")
+    if args.n_resamples < 1:
+        parser.error(f"--n-resamples must be positive, got {args.n_resamples}")
+    from .suite import evaluate_all, format_results, save_results
+
+    systems = _split_list(args.systems)
+    if args.model is None and (systems is None or any(s != "bm25" for s in systems)):
+        parser.error("give --model MODEL (a base encoder name or a UniFAR checkpoint folder), or --systems bm25")
+    result = evaluate_all(
+        args.model, systems=systems, benchmarks=_split_list(args.benchmarks), base_model=args.base_model,
+        max_length=args.max_length, batch_size=args.batch_size, device=args.device, doris_mae=args.doris_mae,
+        doris_levels=_split_list(args.doris_levels) or (), litsearch=args.litsearch, csfcube_split=args.split,
+        scirepeval_part=args.scirepeval_part, exclude_self=args.exclude_self, query_title=not args.no_query_title,
+        data_dirs={"csfcube": args.data_dir} if args.data_dir else None, n_resamples=args.n_resamples, seed=args.seed,
+        show_progress=not args.no_progress,
+    )
+    print(format_results(result))
+    print(f"wall time {result['meta']['wall_seconds']:.1f} s")
+    if args.json:
+        print(f"wrote {save_results(result, args.json)}")
+    return result
+
+
+# ----- train ----------------------------------------------------------------------------------
+def _add_train_parser(sub: Any) -> None:
+    """``unifar train``: see :mod:`unifar.train` (also for the torchrun launch)."""
+    tr = sub.add_parser("train", help="train UniFAR on an FTU folder (section 4.2, appendix A)")
+    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.data.ftu.write_ftus")
+    tr.add_argument("--output", required=True, metavar="DIR", help="run folder: checkpoints/, log.jsonl, run.json, final/")
+    tr.add_argument("--config", metavar="JSON", help="UniFARConfig JSON file (default: the built-in defaults)")
+    tr.add_argument("--profile", choices=["default", "paper"], default="default",
+                    help="paper: MPNet base, lr 3e-6 for base and anchors, the paper's other values (appendix A)")
+    tr.add_argument("--base-model", metavar="NAME", help="minilm, mpnet, a hub id or a local encoder folder")
+    tr.add_argument("--ablation", metavar="NAME", help="a table-3 ablation, e.g. 'w/o L_KL' (see unifar.config.ABLATIONS)")
+    tr.add_argument("--max-tokens", type=int, metavar="N", help="token budget per input")
+    tr.add_argument("--epochs", type=int, metavar="N", help="override the config's epochs")
+    tr.add_argument("--max-steps", type=int, metavar="N", help="stop after N optimizer steps (the schedule ends there)")
+    tr.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    tr.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None, help="bf16 autocast (default: on CUDA)")
+    tr.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
+    tr.add_argument("--save-every", type=int, default=500, metavar="N", help="checkpoint every N optimizer steps (default 500)")
+    tr.add_argument("--keep-checkpoints", type=int, default=2, metavar="N", help="checkpoints kept (default 2)")
+    tr.add_argument("--log-every", type=int, default=1, metavar="N", help="log.jsonl record every N steps (default 1)")
+    tr.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    tr.add_argument("--max-positives", type=int, metavar="K", help="sample at most K positives per facet and FTU (default: all)")
+    tr.add_argument("--max-negatives", type=int, metavar="K", help="sample at most K negatives per facet and FTU (default: all)")
+    tr.add_argument("--eval-fraction", type=float, default=0.0, metavar="X", help="hold out this fraction of FTUs for a held-out loss")
+    tr.add_argument("--eval-every", type=int, default=0, metavar="N", help="held-out loss every N steps (default: at the end)")
+    tr.add_argument("--grad-clip", type=float, default=1.0, metavar="X", help="gradient norm clip (default 1.0; 0 = none)")
+    tr.add_argument("--max-loss", type=float, default=100.0, metavar="X", help="stop when the loss exceeds X (default 100)")
+    tr.add_argument("--freeze-base", action="store_true",
+                    help="train only the anchors and the aggregation module over cached base states (our CPU profile)")
+    tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    tr.set_defaults(subparser=tr)
+
+
+def _train_config(args: argparse.Namespace) -> Any:
+    """The UniFARConfig of a ``train`` command: --config or the defaults, then --profile, then flags."""
+    from .config import UniFARConfig
+    from .train import PAPER_PROFILE
+
+    cfg = UniFARConfig.from_json(args.config) if args.config else UniFARConfig()
+    d = cfg.to_dict()
+    if args.profile == "paper":
+        d.update(PAPER_PROFILE)
+    if args.base_model:
+        d["base_model"] = args.base_model
+    if args.max_tokens is not None:
+        d["max_tokens"] = args.max_tokens
+    cfg = UniFARConfig.from_dict(d)
+    return cfg.ablation(args.ablation) if args.ablation else cfg
+
+
+def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    from .data.ftu import load_ftus
+    from .train import TrainArgs, TrainingDiverged, train
+
+    config = _train_config(args)
+    targs = TrainArgs(
+        output_dir=args.output, epochs=args.epochs, max_steps=args.max_steps, max_positives=args.max_positives,
+        max_negatives=args.max_negatives, save_every=args.save_every, keep_checkpoints=args.keep_checkpoints,
+        log_every=args.log_every, eval_fraction=args.eval_fraction, eval_every=args.eval_every, seed=args.seed,
+        device=args.device, bf16=args.bf16, grad_clip=args.grad_clip or None, max_loss=args.max_loss,
+        resume=args.resume, progress=not args.no_progress, freeze_base=args.freeze_base,
+    )
+    data = load_ftus(args.ftus)
+    try:
+        res = train(config, data, targs)
+    except FileExistsError as err:
+        parser.error(str(err))
+    except TrainingDiverged as err:
+        sys.exit(f"error: {err}")
+    if not res.run_info:  # a rank other than 0 under torchrun
+        return
+    info = res.run_info
+    terms = ", ".join(f"{k} {v:.4f}" for k, v in res.last_terms.items())
+    mem = info["peak_memory"]["bytes"]
+    print(f"trained {config.base_model}: steps {res.start_step}->{res.steps} of {info['total_steps']} "
+          f"({info['n_train_ftus']} FTUs, {info['ftus_per_step']} per step, world size {info['world_size']})")
+    print(f"last step: {terms}")
+    if info.get("held_out"):
+        print(f"held-out loss: {info['held_out']['loss']:.4f}")
+    print(f"time {info['wall_seconds']:.1f} s, {info['ftus_per_second']} FTUs/s, peak memory "
+          f"{mem / 2**30:.2f} GiB ({info['peak_memory']['kind']})" if mem else "")
+    print(f"final model: {res.final_dir} (python -m unifar evaluate csfcube --model {res.final_dir} --method unifar)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m unifar`` and the ``unifar`` script."""
     parser = build_parser()
@@ -196,6 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "evaluate" and args.benchmark == "csfcube":
             _evaluate_csfcube(args, args.subparser)
+        elif args.command == "evaluate" and args.benchmark == "all":
+            _evaluate_all(args, args.subparser)
+        elif args.command == "train":
+            _train_command(args, args.subparser)
     except (FileNotFoundError, ValueError, KeyError, ModuleNotFoundError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         getattr(args, "subparser", parser).error(str(msg))

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["plot_attention", "plot_facet_similarity", "plot_results"]
+__all__ = ["plot_attention", "plot_facet_similarity", "plot_results", "plot_losses"]
 
 FACET_SHORT = {"background": "bg", "method": "mt", "result": "rs"}
 
@@ -92,4 +92,53 @@ def plot_results(
     ax.set_ylabel(f"{metric.upper()} (%)")
     ax.legend(fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left")
     ax.set_title(title or f"CSFCube test, {metric.upper()}")
+    return ax
+
+
+def plot_losses(
+    log_path_or_records: Any,
+    ax: Any = None,
+    smooth: int | None = None,
+    title: str | None = None,
+) -> Any:
+    """Training curves from a run's ``log.jsonl`` (a file, a run folder or the records).
+
+    One line per loss term of section 4.2 (``L_total``, ``L_DD``, ``L_QD``, ``L_KL``), smoothed by
+    a centred rolling mean over ``smooth`` steps (default: about 2 % of the run), the held-out
+    loss as points when logged, and the KL weight lambda on a second axis.
+    """
+    import pandas as pd
+    import seaborn as sns
+
+    if isinstance(log_path_or_records, (str, bytes)) or hasattr(log_path_or_records, "__fspath__"):
+        from .train import read_log
+
+        records = read_log(log_path_or_records)
+    else:
+        records = list(log_path_or_records)
+    if not records:
+        raise ValueError("no log records to plot")
+    df = pd.DataFrame(records).sort_values("step")
+    window = smooth or max(1, len(df) // 50)
+    names = {"loss": "L_total", "l_dd": "L_DD", "l_qd": "L_QD", "l_kl": "L_KL"}
+    cols = [c for c in names if c in df]
+    smoothed = df[cols].rolling(window, min_periods=1, center=True).mean()
+    smoothed["step"] = df["step"].to_numpy()
+    long = smoothed.melt(id_vars="step", var_name="term", value_name="value")
+    long["term"] = long["term"].map(names)
+    ax = _axes(ax, (8.0, 3.6))
+    sns.lineplot(data=long, x="step", y="value", hue="term", ax=ax)
+    if "eval" in df:
+        held = [(s, e["loss"]) for s, e in zip(df["step"], df["eval"]) if isinstance(e, dict) and "loss" in e]
+        if held:
+            xs, ys = zip(*held)
+            ax.plot(xs, ys, "o", color="black", markersize=4, label="held-out L_total")
+    ax.set_ylabel("loss" + (f" (rolling mean, {window} steps)" if window > 1 else ""))
+    if "lambda" in df:
+        ax2 = ax.twinx()
+        ax2.plot(df["step"], df["lambda"], color="grey", linestyle="--", linewidth=1, label="lambda")
+        ax2.set_ylabel("lambda (KL weight)", color="grey")
+        ax2.tick_params(axis="y", colors="grey")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title or "training losses")
     return ax

@@ -1,0 +1,377 @@
+"""The training loop of section 4.2 / appendix A on a tiny random BERT: losses, masks, groups,
+schedule, exact resume, files, divergence, ablations and the ``train`` command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from unifar import UniFARConfig
+from unifar.data.ftu import FTU, FTUDataset, load_ftus, write_ftus
+from unifar.data.questions import Question
+from unifar.train import (
+    TrainArgs,
+    TrainingDiverged,
+    build_ftu_batch,
+    ftu_batch_loss,
+    latest_checkpoint,
+    make_optimizer,
+    read_log,
+    train,
+    warmup_linear_factor,
+)
+
+from .conftest import SENTS
+
+FACETS = ("background", "method", "result")
+CYCLE = ["background", "method", None, "result", "method", "background"]
+
+
+def _doc(i: int, labelled: bool = True) -> dict:
+    sents = [f"Paper {i} sentence {k}: {SENTS[(i + k) % len(SENTS)]}" for k in range(3 + i % 3)]
+    return {
+        "id": f"d{i}",
+        "title": f"Title of paper {i}",
+        "sentences": sents,
+        "labels": [CYCLE[(i + k) % len(CYCLE)] for k in range(len(sents))] if labelled else None,
+        "source": "synthetic",
+        "field": "computer science",
+    }
+
+
+def make_dataset(n_ftus: int = 10, n_docs: int = 24, n_pos: int = 1, n_neg: int = 1, questions: bool = True) -> FTUDataset:
+    """FTUs over a small pool of documents (every 5th document has no labels)."""
+    docs = {f"d{i}": _doc(i, labelled=i % 5 != 4) for i in range(n_docs)}
+    rng = np.random.default_rng(0)
+    ftus = []
+    for u in range(n_ftus):
+        q = f"d{u % n_docs}"
+        others = [d for d in docs if d != q]
+        ftu = FTU(q)
+        for f in FACETS:
+            pick = rng.choice(len(others), size=n_pos + n_neg, replace=False)
+            ftu.positives[f] = [others[i] for i in pick[:n_pos]]
+            ftu.negatives[f] = [others[i] for i in pick[n_pos:]]
+            if questions:
+                ftu.questions[f] = Question(f"Which papers share the {f} of paper {u}?", f, "test", q)
+        ftus.append(ftu)
+    return FTUDataset(ftus=ftus, documents=docs)
+
+
+def small(**kw) -> dict:
+    """Config overrides for fast runs: 2 FTUs per micro-batch, 2 micro-batches per step."""
+    return {"batch_size": 2, "grad_accumulation": 2, **kw}
+
+
+def args_for(tmp_path, name: str = "run", **kw) -> TrainArgs:
+    return TrainArgs(output_dir=str(tmp_path / name), progress=False, **kw)
+
+
+# ----------------------------------------------------------------------------- the loss
+def test_loss_is_finite_and_reaches_every_group(make_model):
+    model = make_model()
+    ds = make_dataset(4)
+    terms = ftu_batch_loss(model, ds.ftus[:2], ds.documents, progress=0.5)
+    vals = terms.as_floats()
+    assert all(math.isfinite(v) for v in vals.values())
+    assert vals["l_dd"] > 0 and vals["l_qd"] > 0 and vals["l_kl"] > 0 and vals["lambda"] == pytest.approx(0.4)
+    assert terms.total.item() == pytest.approx(vals["l_dd"] + vals["l_qd"] + 0.4 * vals["l_kl"], rel=1e-5)
+    terms.total.backward()
+    for name, params in model.parameter_groups().items():
+        grads = [p.grad for p in params if p.grad is not None]
+        assert grads and any(g.abs().sum() > 0 for g in grads), name
+        assert all(torch.isfinite(g).all() for g in grads), name
+
+
+def test_kl_alone_does_not_reach_the_base(make_model):
+    """Figure 2: L_KL is detached from the base model."""
+    model = make_model(use_qd_loss=False)
+    ds = make_dataset(2)
+    terms = ftu_batch_loss(model, ds.ftus[:2], ds.documents)
+    terms.kl.backward()
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model.parameter_groups()["base"])
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameter_groups()["aggregation"])
+
+
+def test_batch_caps_masks_and_label_alignment(make_model):
+    model = make_model(max_tokens=40)  # truncates the longer documents
+    ds = make_dataset(3, n_pos=3, n_neg=4)
+    del ds.ftus[0].positives["result"]  # a facet without positives is masked out
+    del ds.ftus[1].questions["method"]  # a facet without a question
+    fb = build_ftu_batch(model, ds.ftus, ds.documents, max_positives=2, max_negatives=3, rng=np.random.default_rng(1))
+    assert fb.pos_idx.shape == (3, 3, 2) and fb.neg_idx.shape == (3, 3, 3)
+    assert fb.facet_mask.tolist() == [[True, True, False], [True] * 3, [True] * 3]
+    assert fb.pos_mask[0, 2].sum() == 0 and fb.pos_mask[1].all()
+    assert fb.question_mask[1].tolist() == [True, False, True]
+    # every index points at the right document
+    for b, u in enumerate(ds.ftus):
+        assert fb.doc_ids[fb.query_idx[b]] == u.query
+        for f, name in enumerate(FACETS):
+            chosen = [fb.doc_ids[i] for i, m in zip(fb.pos_idx[b, f].tolist(), fb.pos_mask[b, f].tolist()) if m]
+            assert set(chosen) <= set(u.positives.get(name, []))
+    assert len(set(fb.doc_ids)) == len(fb.doc_ids)  # unique documents, one forward
+    # labels: title -1, then the kept sentences' facets, truncated ones dropped
+    items = model.tokenize_documents([ds.documents[d] for d in fb.doc_ids])
+    fidx = {f: i for i, f in enumerate(FACETS)}
+    for i, (d, item) in enumerate(zip(fb.doc_ids, items)):
+        doc = ds.documents[d]
+        row = fb.doc_labels[i].tolist()
+        assert all(x == -1 for x in row[item.n_sentences :])
+        if doc["labels"] is None:
+            assert all(x == -1 for x in row)
+        else:
+            expect = [-1] + [fidx[lab] if lab else -1 for lab in doc["labels"]][: item.n_sentences - 1]
+            assert row[: item.n_sentences] == expect
+    assert any(x.truncated for x in items)
+    # the same rng seed gives the same sample
+    again = build_ftu_batch(model, ds.ftus, ds.documents, 2, 3, np.random.default_rng(1))
+    assert torch.equal(again.pos_idx, fb.pos_idx) and again.doc_ids == fb.doc_ids
+
+
+@pytest.mark.parametrize("ablation", ["w/o L_KL", "w/o L_QD"])
+def test_ablations_run(make_model, tmp_path, ablation):
+    cfg = UniFARConfig(base_model="tiny-bert", num_heads=4, **small()).ablation(ablation)
+    model = make_model(**{k: v for k, v in cfg.to_dict().items() if k in ("use_kl_loss", "use_qd_loss")}, **small())
+    res = train(None, make_dataset(4), args_for(tmp_path, max_steps=1), model=model)
+    assert res.steps == 1
+    key = "l_kl" if ablation == "w/o L_KL" else "l_qd"
+    assert res.last_terms[key] == 0.0 and res.last_terms["l_dd"] > 0
+
+
+# ----------------------------------------------------------------------------- optimiser
+def test_parameter_groups_get_the_paper_learning_rates(make_model):
+    model = make_model()
+    opt = make_optimizer(model, model.config)
+    by_name = {g["name"]: g for g in opt.param_groups}
+    assert by_name["base"]["lr"] == 2e-5 and by_name["anchors"]["lr"] == 2e-5 and by_name["aggregation"]["lr"] == 5e-5
+    assert by_name["base/no_decay"]["weight_decay"] == 0.0 and by_name["base"]["weight_decay"] == 0.01
+    assert all(p.ndim < 2 for p in by_name["aggregation/no_decay"]["params"])
+    n_opt = sum(len(g["params"]) for g in opt.param_groups)
+    assert n_opt == sum(1 for p in model.parameters() if p.requires_grad)
+    frozen = make_model(freeze_anchors=True)
+    assert "anchors" not in {g["name"] for g in make_optimizer(frozen, frozen.config).param_groups}
+
+
+def test_warmup_then_linear_decay():
+    total, warm = 100, 5  # 5 % warm-up
+    values = [warmup_linear_factor(s, warm, total) for s in range(total + 1)]
+    assert values[0] == 0.0 and values[5] == 1.0 and values[2] == pytest.approx(0.4)
+    assert values[100] == 0.0 and values[50] == pytest.approx(50 / 95)
+    assert all(a <= b for a, b in zip(values[:6], values[1:6]))  # rising warm-up
+    assert all(a >= b for a, b in zip(values[5:], values[6:]))  # falling afterwards
+
+
+def test_logged_learning_rates_follow_the_schedule(make_model, tmp_path):
+    model = make_model(**small(warmup_ratio=0.5))
+    res = train(None, make_dataset(8), args_for(tmp_path), model=model)  # 2 steps/epoch x 2 epochs
+    log = read_log(res.output_dir)
+    assert [r["step"] for r in log] == [1, 2, 3, 4]
+    base = [r["lr"]["base"] for r in log]
+    agg = [r["lr"]["aggregation"] for r in log]
+    assert base == pytest.approx([0.0, 1e-5, 2e-5, 1e-5])  # warm-up 2 steps, decay over 2
+    assert agg == pytest.approx([0.0, 2.5e-5, 5e-5, 2.5e-5])
+    assert [r["lambda"] for r in log] == pytest.approx([0.3, 0.3 + 0.2 / 3, 0.3 + 0.4 / 3, 0.5])
+
+
+# ----------------------------------------------------------------------------- runs
+def test_resume_gives_exactly_the_uninterrupted_weights(make_model, tmp_path):
+    ds = make_dataset(10)  # 3 steps/epoch (4, 4, 2 FTUs), 2 epochs = 6 steps
+    common = dict(save_every=2, keep_checkpoints=5, seed=3, max_positives=1, max_negatives=1)
+    full = train(None, ds, args_for(tmp_path, "full", **common), model=make_model(**small()))
+    assert full.steps == 6
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_3(record):
+        if record["step"] == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(None, ds, args_for(tmp_path, "cut", **common), model=make_model(**small()), callbacks=[kill_after_3])
+    assert latest_checkpoint(tmp_path / "cut").name == "step-000002"  # mid-epoch: step 3 was never saved
+    # a different fresh model: everything must come from the checkpoint
+    torch.manual_seed(123)
+    resumed = train(None, ds, args_for(tmp_path, "cut", resume=True, **common), model=make_model(**small()))
+    assert resumed.start_step == 2 and resumed.steps == 6
+    a, b = full.model.state_dict(), resumed.model.state_dict()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # the log has each step once, and the repeated step 3 logged the same loss
+    log_full, log_cut = read_log(tmp_path / "full"), read_log(tmp_path / "cut")
+    assert [r["step"] for r in log_cut] == [1, 2, 3, 4, 5, 6]
+    assert [r["loss"] for r in log_cut] == [r["loss"] for r in log_full]
+
+
+def test_run_files(make_model, tmp_path):
+    ds = make_dataset(10)
+    args = args_for(tmp_path, save_every=1, keep_checkpoints=2, eval_fraction=0.2, eval_every=2)
+    res = train(None, ds, args, model=make_model(**small()))
+    out = res.output_dir
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert ckpts == [f"step-{res.steps - 1:06d}", f"step-{res.steps:06d}"]  # only the last two kept
+    last = out / "checkpoints" / ckpts[-1]
+    for name in ("model.safetensors", "config.json", "base", "optimizer.pt", "scheduler.pt", "rng_state.pt", "trainer_state.json"):
+        assert (last / name).exists(), name
+    state = json.loads((last / "trainer_state.json").read_text())
+    assert state["step"] == res.steps and state["epoch"] == 2 and state["step_in_epoch"] == 0
+    assert state["config"]["batch_size"] == 2 and state["args"]["seed"] == 0
+    assert not any(p.name.startswith(".") for p in (out / "checkpoints").iterdir())  # no temp dirs left
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and run["steps"] == res.steps and run["n_eval_ftus"] == 2
+    assert run["machine"]["torch"] == torch.__version__ and run["peak_memory"]["bytes"] > 0
+    assert run["ftus_per_second"] > 0 and "git" in run and run["seed"] == 0
+    log = read_log(out)
+    assert len(log) == res.steps and {"step", "epoch", "progress", "lr", "loss", "l_dd", "l_qd", "l_kl", "lambda",
+                                      "grad_norm", "seconds", "ftus_per_s"} <= set(log[0])
+    assert "eval" in log[1] and math.isfinite(log[1]["eval"]["loss"])
+    from unifar import UniFAR
+
+    final = UniFAR.from_pretrained(out / "final")
+    for k, v in res.model.state_dict().items():
+        assert torch.equal(v, final.state_dict()[k]), k
+    with pytest.raises(FileExistsError):  # a second run into the same folder needs --resume
+        train(None, ds, args, model=make_model(**small()))
+
+
+def test_nan_loss_raises_training_diverged(make_model, tmp_path, monkeypatch):
+    import unifar.train as T
+
+    real = T.doc_doc_loss
+    calls = {"n": 0}
+
+    def poisoned(*a, **kw):
+        calls["n"] += 1
+        out = real(*a, **kw)
+        return out * float("nan") if calls["n"] > 4 else out  # steps 1-2 fine (2 micro-batches each)
+
+    monkeypatch.setattr(T, "doc_doc_loss", poisoned)
+    args = args_for(tmp_path, save_every=1)
+    with pytest.raises(TrainingDiverged, match=r"step 3: non-finite loss .*step-000002") as err:
+        train(None, make_dataset(12), args, model=make_model(**small()))
+    assert err.value.step == 3 and math.isnan(err.value.terms["l_dd"])
+    out = tmp_path / "run"
+    assert latest_checkpoint(out).name == "step-000002" and not (out / "final").exists()
+    assert json.loads((out / "run.json").read_text())["status"] == "diverged"
+
+
+def test_loss_above_max_loss_raises(make_model, tmp_path):
+    with pytest.raises(TrainingDiverged, match="max_loss"):
+        train(None, make_dataset(4), args_for(tmp_path, max_loss=1e-3), model=make_model(**small()))
+
+
+def test_config_mismatch_is_refused(make_model, tmp_path):
+    model = make_model()
+    with pytest.raises(ValueError, match="num_heads"):
+        train(UniFARConfig(base_model="tiny-bert", num_heads=2), make_dataset(4), args_for(tmp_path), model=model)
+
+
+# ----------------------------------------------------------------------------- command line
+def test_cli_train_on_a_tiny_folder(tmp_path, tokenizer, capsys):
+    from unifar.cli import main
+
+    from .conftest import tiny_bert
+
+    base = tmp_path / "tiny-bert"
+    tiny_bert(tokenizer).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    ds = make_dataset(8)
+    write_ftus(tmp_path / "ftus", ds.ftus, ds.documents, command="test")
+    assert len(load_ftus(tmp_path / "ftus")) == 8
+    cfg = UniFARConfig(base_model=str(base), num_heads=4, batch_size=2, grad_accumulation=2)
+    cfg.to_json(tmp_path / "config.json")
+    argv = ["train", "--ftus", str(tmp_path / "ftus"), "--output", str(tmp_path / "out"), "--config",
+            str(tmp_path / "config.json"), "--epochs", "1", "--device", "cpu", "--max-positives", "1", "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "steps" in printed and "final" in printed
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["steps"] == 2 and run["args"]["max_positives"] == 1 and run["config"]["epochs"] == 2
+    assert (tmp_path / "out" / "final" / "model.safetensors").exists()
+
+
+def test_cli_train_arguments():
+    from unifar.cli import _train_config, build_parser
+
+    p = build_parser()
+    a = p.parse_args(["train", "--ftus", "F", "--output", "O", "--profile", "paper", "--max-steps", "5", "--resume"])
+    cfg = _train_config(a)
+    assert cfg.base_model == "mpnet" and cfg.lr_base == 3e-6 and cfg.lr_anchors == 3e-6 and cfg.lr_aggregation == 5e-5
+    assert (cfg.batch_size, cfg.grad_accumulation, cfg.epochs, cfg.warmup_ratio, cfg.temperature) == (4, 4, 2, 0.05, 0.08)
+    assert a.max_steps == 5 and a.resume
+    a = p.parse_args(["train", "--ftus", "F", "--output", "O", "--base-model", "minilm", "--ablation", "w/o L_KL"])
+    cfg = _train_config(a)
+    assert cfg.base_model == "minilm" and cfg.lr_base == 2e-5 and not cfg.use_kl_loss
+
+
+def test_plot_losses(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from unifar.plots import plot_losses
+
+    records = [{"step": s, "loss": 3 - s / 10, "l_dd": 1.0, "l_qd": 1.5, "l_kl": 0.4, "lambda": 0.3 + s / 100}
+               for s in range(1, 21)]
+    records[9]["eval"] = {"loss": 2.5}
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for source in (records, path, tmp_path):
+        ax = plot_losses(source, smooth=3)
+        labels = ax.get_legend_handles_labels()[1]
+        assert {"L_total", "L_DD", "L_QD", "L_KL", "held-out L_total"} <= set(labels)
+        plt.close("all")
+    with pytest.raises(ValueError):
+        plot_losses([])
+
+
+# ----------------------------------------------------------------------------- frozen base, question-only facets
+def test_frozen_state_cache_gives_the_same_loss(make_model):
+    """Cached base states are the states the base would compute (eval mode): same loss terms."""
+    from unifar.model import TokenStateCache
+
+    model = make_model()
+    model.eval()
+    ds = make_dataset(4)
+    cache = TokenStateCache()
+    with torch.no_grad():
+        plain = ftu_batch_loss(model, ds.ftus[:3], ds.documents, 0.3).as_floats()
+        first = ftu_batch_loss(model, ds.ftus[:3], ds.documents, 0.3, cache=cache).as_floats()
+        again = ftu_batch_loss(model, ds.ftus[:3], ds.documents, 0.3, cache=cache).as_floats()
+    assert cache.hits > 0 and len(cache) == cache.misses
+    for k in plain:
+        assert first[k] == pytest.approx(plain[k], rel=1e-5, abs=1e-6), k
+        assert again[k] == pytest.approx(plain[k], rel=1e-5, abs=1e-6), k
+
+
+def test_freeze_base_trains_only_the_aggregation_module(make_model, tmp_path):
+    model = make_model(**small())
+    before = {k: v.clone() for k, v in model.base.state_dict().items()}
+    anchors = model.anchors.detach().clone()
+    res = train(None, make_dataset(8), args_for(tmp_path, max_steps=2, freeze_base=True), model=model)
+    assert all(torch.equal(before[k], v) for k, v in res.model.base.state_dict().items())
+    assert not torch.equal(anchors, res.model.anchors.detach())
+    assert res.run_info["frozen_state_cache"]["hits"] > 0
+    assert {g["name"].split("/")[0] for g in make_optimizer(res.model, res.model.config).param_groups} == {"anchors", "aggregation"}
+
+
+def test_a_question_without_document_positives_still_gives_l_qd(make_model):
+    """A real question for its own abstract: P = {d_q}; L_DD masked out, L_QD kept."""
+    model = make_model()
+    model.eval()  # no dropout: the two batches below must see the same embeddings
+    ds = make_dataset(2, questions=False)
+    u = FTU(ds.ftus[0].query)
+    u.positives["method"] = []
+    u.negatives["method"] = [ds.ftus[1].query]
+    u.questions["method"] = Question("Which method does this paper use?", "method", "real", u.query)
+    terms = ftu_batch_loss(model, [u], ds.documents).as_floats()
+    assert terms["l_dd"] == 0.0 and terms["l_qd"] > 0
+    both = ftu_batch_loss(model, [u, ds.ftus[1]], ds.documents).as_floats()
+    alone = ftu_batch_loss(model, [ds.ftus[1]], ds.documents).as_floats()
+    assert both["l_dd"] == pytest.approx(alone["l_dd"], rel=1e-5)  # L_DD: mean over facets with a positive
