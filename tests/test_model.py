@@ -201,3 +201,18 @@ def test_cli_evaluates_a_saved_checkpoint_with_its_own_token_budget(make_model, 
     assert all(0.0 <= v["map"] <= 100.0 and 0.0 <= v["ndcg%20"] <= 100.0 for v in scores.values())
     meta = json.loads((tmp_path / "scores.meta.json").read_text())
     assert meta["method"] == "unifar" and meta["max_length"] is None
+
+
+def test_shared_state_cache_gives_the_same_embeddings(make_model):
+    """Two models on one base share a TokenStateCache: same embeddings, one base pass per input."""
+    from unifar.model import TokenStateCache
+
+    a, b = make_model(), make_model(seed=3)
+    b.base = a.base  # same (frozen) base encoder, different aggregation modules
+    docs = [{"title": "T", "sentences": SENTS[:3]}, {"title": "U", "sentences": SENTS[2:6]}]
+    cache = TokenStateCache()
+    ea = a.encode_documents(docs, state_cache=cache).embeddings
+    eb = b.encode_documents(docs, state_cache=cache).embeddings
+    assert cache.misses == 2 and cache.hits == 2
+    assert torch.allclose(ea, a.encode_documents(docs).embeddings, atol=1e-6)
+    assert torch.allclose(eb, b.encode_documents(docs).embeddings, atol=1e-6)

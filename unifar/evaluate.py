@@ -215,18 +215,20 @@ def evaluate_csfcube_rankings(
     return aggregate_csfcube(csfcube_per_query(ranked, data), data, split=split)
 
 
-def unifar_score_fn(model, data: CSFCube, batch_size: int = 32, show_progress: bool = True) -> ScoreFn:
+def unifar_score_fn(model, data: CSFCube, batch_size: int = 32, show_progress: bool = True, state_cache=None) -> ScoreFn:
     """CSFCube score function of a facet model: doc-doc relevance for facet f = M(f, f) =
     cos(e_q^(f), e_c^(f)) (UniFAR section 3). Every paper of the collection is encoded once.
 
-    ``model`` is a :class:`unifar.UniFAR` (anything with ``encode_documents`` and ``config.facets``).
+    ``model`` is a :class:`unifar.UniFAR` (anything with ``encode_documents`` and ``config.facets``);
+    ``state_cache``: see :meth:`unifar.UniFAR.encode`.
     """
     from .scoring import docdoc_scores
 
     pids = data.pool_pids()
     index_of = {p: i for i, p in enumerate(pids)}
     docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
-    emb = model.encode_documents(docs, batch_size=batch_size, show_progress=show_progress).embeddings
+    kw = {"state_cache": state_cache} if state_cache is not None else {}
+    emb = model.encode_documents(docs, batch_size=batch_size, show_progress=show_progress, **kw).embeddings
     facets = tuple(model.config.facets)
 
     def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:

@@ -30,7 +30,7 @@ from .base_models import load_encoder
 from .config import UniFARConfig
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
 
-__all__ = ["UniFAR", "UniFAROutput", "FacetEncoding", "sentence_states", "pick_device"]
+__all__ = ["UniFAR", "UniFAROutput", "FacetEncoding", "TokenStateCache", "sentence_states", "pick_device"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -86,6 +86,47 @@ class FacetEncoding:
 
     def __len__(self) -> int:
         return self.embeddings.shape[0]
+
+
+class TokenStateCache:
+    """Token states of a *frozen* base encoder, computed once per input (by a key) and reused.
+
+    Training with ``TrainArgs.freeze_base`` (only the anchors and the aggregation module train;
+    our CPU profile) keys documents by id and questions by text, so every later epoch costs only
+    the aggregation module. At evaluation, models that share one base (untrained UniFAR and one
+    trained with a frozen base) key inputs by their token ids and run the encoder once
+    (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in one batched call.
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[str, torch.Tensor] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def token_states(self, model: UniFAR, batch: Batch, keys: Sequence[str]) -> torch.Tensor:
+        """``[B, L, h]`` token states of ``batch`` (rows named by ``keys``), zero-padded."""
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        missing = [i for i, k in enumerate(keys) if k not in self.states]
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        if missing:
+            idx = torch.tensor(missing, device=batch.input_ids.device)
+            width = int(max(lengths[i] for i in missing))
+            sub = Batch(batch.input_ids[idx, :width], batch.attention_mask[idx, :width], batch.sentence_ids[idx, :width],
+                        batch.n_sentences[idx], batch.has_title[idx])
+            with torch.no_grad():
+                states = model.token_states(sub)
+            for j, i in enumerate(missing):
+                self.states[keys[i]] = states[j, : int(lengths[i])].detach()
+        first = self.states[keys[0]]
+        out = first.new_zeros(len(keys), batch.input_ids.shape[1], first.shape[-1])
+        for i, k in enumerate(keys):  # one copy per input row (not per token)
+            out[i, : int(lengths[i])] = self.states[k]
+        return out
+
 
 
 class UniFAR(nn.Module):
@@ -265,26 +306,31 @@ class UniFAR(nn.Module):
         return encode_inputs(self.tokenizer, [("", split_sentences(q)) for q in questions], self.config.max_tokens)
 
     def encode_documents(
-        self, docs: Sequence[Mapping[str, Any]], batch_size: int = 32, show_progress: bool | None = None, bf16: bool | None = None
+        self, docs: Sequence[Mapping[str, Any]], batch_size: int = 32, show_progress: bool | None = None,
+        bf16: bool | None = None, state_cache: TokenStateCache | None = None,
     ) -> FacetEncoding:
         """Facet embeddings [N, F, h] of documents; see :meth:`encode`."""
-        return self.encode(self.tokenize_documents(docs), batch_size, show_progress, bf16)
+        return self.encode(self.tokenize_documents(docs), batch_size, show_progress, bf16, state_cache)
 
     def encode_questions(
-        self, questions: Sequence[str], batch_size: int = 64, show_progress: bool | None = None, bf16: bool | None = None
+        self, questions: Sequence[str], batch_size: int = 64, show_progress: bool | None = None,
+        bf16: bool | None = None, state_cache: TokenStateCache | None = None,
     ) -> FacetEncoding:
         """Facet embeddings [N, F, h] of questions; see :meth:`encode`."""
-        return self.encode(self.tokenize_questions(questions), batch_size, show_progress, bf16)
+        return self.encode(self.tokenize_questions(questions), batch_size, show_progress, bf16, state_cache)
 
     @torch.inference_mode()
     def encode(
-        self, items: Sequence[EncodedInput], batch_size: int = 32, show_progress: bool | None = None, bf16: bool | None = None
+        self, items: Sequence[EncodedInput], batch_size: int = 32, show_progress: bool | None = None,
+        bf16: bool | None = None, state_cache: TokenStateCache | None = None,
     ) -> FacetEncoding:
         """Encode tokenised inputs in batches sorted by length (less padding), in input order.
 
         Shows a progress bar when there are more than four batches (or ``show_progress=True``).
         ``bf16`` runs under bfloat16 autocast; by default on CUDA only. Embeddings come back on
-        the CPU in float32.
+        the CPU in float32. ``state_cache`` (shared by models whose base encoders are identical,
+        e.g. untrained UniFAR and UniFAR trained with a frozen base) keys inputs by their token
+        ids so that the base encoder runs once per input for all of them.
         """
         from tqdm import tqdm
 
@@ -308,7 +354,11 @@ class UniFAR(nn.Module):
             idx = order[s : s + batch_size]
             batch = collate([items[i] for i in idx], pad).to(dev)
             with autocast:
-                out = self(batch)
+                if state_cache is None:
+                    out = self(batch)
+                else:
+                    keys = [" ".join(map(str, items[i].input_ids)) for i in idx]
+                    out = self.aggregate(state_cache.token_states(self, batch, keys), batch)
             embeddings[idx] = out.embeddings.float().cpu()
             att = out.attention.float().cpu()
             for j, i in enumerate(idx):

@@ -448,3 +448,61 @@ def load_scirepeval_search(path: str | Path | None = None) -> QDocBenchmark:
         relevance_threshold=1,
         stats=stats,
     )
+
+
+#: The two halves of :func:`split_scirepeval_search`.
+SCIREPEVAL_SEARCH_PARTS = ("train", "test")
+
+
+def split_scirepeval_search(bench: QDocBenchmark, part: str) -> QDocBenchmark:
+    """One deterministic half of the SciRepEval search questions: ``"train"`` or ``"test"``.
+
+    A question goes to ``"test"`` when the first byte of ``sha256(qid)`` is odd, else to
+    ``"train"``: a stable hash of the question id alone, so the assignment does not depend on
+    the order of the file, on the other questions, on the Python hash seed or on the machine,
+    and a question keeps its half when the file grows. The halves are disjoint and together
+    cover every question (about half each; exactly 50 / 50 on the 100-query sample).
+
+    Use: the ``"train"`` half may feed training questions (its questions, candidates and
+    clicks); the ``"test"`` half is what we report, and nothing of it may enter training. The
+    returned benchmark keeps only that half's questions, qrels and candidate pools, and only the
+    documents in those pools; ``stats`` is recomputed and names the part.
+
+    >>> import hashlib
+    >>> ["test" if hashlib.sha256(f"search_small:{i}".encode()).digest()[0] % 2 else "train" for i in (1, 4, 5, 6)]
+    ['train', 'test', 'test', 'train']
+    """
+    import hashlib
+
+    if part not in SCIREPEVAL_SEARCH_PARTS:
+        raise ValueError(f"part must be one of {SCIREPEVAL_SEARCH_PARTS}, got {part!r}")
+    want = 1 if part == "test" else 0
+    rows = [i for i, q in enumerate(bench.questions["qid"]) if hashlib.sha256(q.encode("utf-8")).digest()[0] % 2 == want]
+    questions = bench.questions.select(rows)
+    qids = list(questions["qid"])
+    candidates = {q: list(bench.candidates[q]) for q in qids} if bench.candidates is not None else None
+    if candidates is not None:
+        keep = {d for pool in candidates.values() for d in pool}
+        doc_rows = [i for i, d in enumerate(bench.documents["id"]) if d in keep]
+        documents = bench.documents.select(doc_rows)
+    else:
+        documents = bench.documents
+    stats = {
+        "part": part,
+        "questions": len(qids),
+        "documents": len(documents),
+        "candidates": sum(map(len, candidates.values())) if candidates is not None else 0,
+        "questions_before_split": len(bench.questions),
+    }
+    return QDocBenchmark(
+        name=f"{bench.name}_{part}",
+        documents=documents,
+        questions=questions,
+        qrels={q: dict(bench.qrels.get(q, {})) for q in qids},
+        candidates=candidates,
+        relevance_threshold=bench.relevance_threshold,
+        stats=stats,
+    )
+
+
+__all__ += ["SCIREPEVAL_SEARCH_PARTS", "split_scirepeval_search"]

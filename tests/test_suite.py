@@ -1,0 +1,214 @@
+"""evaluate_all, its JSON, tables, the paired comparison, the bootstrap and the `evaluate all` CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from unifar import suite
+from unifar.bootstrap import bootstrap_ci, paired_bootstrap, within_noise
+from unifar.data.csfcube import default_data_dir
+from unifar.evaluate import read_ranked_pools
+from unifar.retrievers import BM25Retriever, Retriever, UniFARRetriever
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DORIS = FIXTURES / "doris_mae_mini.json"
+
+
+# ----------------------------------------------------------------------------- bootstrap
+def test_bootstrap_ci_brackets_the_mean_and_is_seeded():
+    values = np.random.default_rng(3).uniform(0, 100, size=60)
+    ci = bootstrap_ci(values, seed=7)
+    assert ci.low < ci.mean < ci.high and ci.mean == pytest.approx(values.mean()) and ci.n == 60
+    assert bootstrap_ci(values, seed=7) == ci
+    assert bootstrap_ci(values, seed=8) != ci
+    # roughly the normal-theory interval of a mean
+    se = values.std(ddof=1) / np.sqrt(values.size)
+    assert ci.high - ci.low == pytest.approx(2 * 1.96 * se, rel=0.2)
+
+
+def test_bootstrap_strata_resample_within_folds():
+    values = {"a": 10.0, "b": 20.0, "c": 0.0, "d": 0.0, "e": 30.0}
+    ci = bootstrap_ci(values, strata=[["a", "b"], ["c", "d", "e"]])
+    assert ci.mean == pytest.approx((15.0 + 10.0) / 2) and ci.low <= ci.mean <= ci.high
+    with pytest.raises(KeyError):
+        bootstrap_ci(values, strata=[["a", "zz"]])
+
+
+def test_paired_bootstrap_detects_a_consistent_gain_and_noise():
+    rng = np.random.default_rng(0)
+    base = {f"q{i}": float(v) for i, v in enumerate(rng.uniform(20, 80, size=80))}
+    better = {q: v + 3.0 + rng.normal(0, 1) for q, v in base.items()}
+    r = paired_bootstrap(better, base)
+    assert r.low > 0 and r.flip == 0.0 and not within_noise(r) and r.n == 80
+    noisy = {q: v + rng.normal(0, 5) for q, v in base.items()}
+    r2 = paired_bootstrap(noisy, base, seed=1)
+    assert r2.low <= r2.diff <= r2.high
+    assert within_noise(r2) == (r2.low <= 0 <= r2.high)
+    with pytest.raises(KeyError, match="unpaired"):
+        paired_bootstrap({"a": 1.0}, {"b": 1.0})
+
+
+# ----------------------------------------------------------------------------- evaluate_all
+class SpecterOrder(Retriever):
+    """CSFCube only: scores = the order of the shipped SPECTER rankings (golden numbers)."""
+
+    name, label = "specter", "SPECTER sample rankings"
+
+    @property
+    def index_key(self):
+        return "specter"
+
+    def index(self, documents):  # pragma: no cover
+        raise NotImplementedError
+
+    def score(self, questions, index):  # pragma: no cover
+        raise NotImplementedError
+
+    def csfcube_score_fn(self, data, cache=None):
+        ranked = read_ranked_pools(default_data_dir() / "sample_ranked_pools")
+        pos = {f: {q: {c: -i for i, (c, _) in enumerate(items)} for q, items in per_q.items()} for f, per_q in ranked.items()}
+        return lambda facet, qpid, cands: np.array([pos[facet][qpid][c] for c in cands], dtype=float)
+
+
+@pytest.fixture(scope="module")
+def tiny_unifar(tokenizer):
+    from .conftest import tiny_bert
+
+    from unifar import UniFAR, UniFARConfig
+
+    return UniFAR(UniFARConfig(base_model="tiny-bert", num_heads=4), base_model=tiny_bert(tokenizer), tokenizer=tokenizer, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def result(tiny_unifar):
+    retrievers = [BM25Retriever(), UniFARRetriever(tiny_unifar, name="unifar-untrained", batch_size=8)]
+    return suite.evaluate_all(
+        "tiny", benchmarks=["doris_mae", "litsearch"], doris_mae=DORIS, doris_levels=("query", "subquery_2"),
+        litsearch=FIXTURES / "litsearch", retrievers=retrievers, n_resamples=200, show_progress=False, log=None,
+    )
+
+
+def test_result_structure_and_json_round_trip(result, tmp_path):
+    assert result["format"] == "unifar-eval/1"
+    assert list(result["benchmarks"]) == ["doris_mae_query", "doris_mae_subquery_2", "litsearch"]
+    entry = result["benchmarks"]["doris_mae_query"]
+    assert entry["kind"] == "qdoc" and entry["protocol"]["metrics"] == ["recall@5", "r-precision", "map"]
+    assert entry["data"]["questions"] == 2 and entry["data"]["path"].endswith("doris_mae_mini.json")
+    for name, res in entry["systems"].items():
+        assert set(res["metrics"]) == set(res["ci"]) == set(res["per_query"])
+        for m, v in res["metrics"].items():
+            lo, hi = res["ci"][m]
+            assert lo <= v <= hi and v == pytest.approx(np.mean(list(res["per_query"][m].values())))
+        assert set(res["seconds"]) >= {"index", "score", "rank_eval", "total"}
+    # the DORIS-MAE levels share one collection: encoded once per system
+    sub = result["benchmarks"]["doris_mae_subquery_2"]["systems"]
+    assert sub["unifar-untrained"]["index_reused"] and not entry["systems"]["unifar-untrained"]["index_reused"]
+    lit = result["benchmarks"]["litsearch"]["systems"]["bm25"]
+    assert set(lit["subsets"]) == {"specificity=0", "specificity=1"} and lit["subsets"]["specificity=1"]["n"] == 2
+    meta = result["meta"]
+    assert set(meta) >= {"git", "machine", "date", "wall_seconds", "bootstrap", "options", "systems", "data_load_seconds", "ranx_warmup_seconds"}
+    assert meta["bootstrap"]["n_resamples"] == 200
+    path = suite.save_results(result, tmp_path / "r.json")
+    assert suite.load_results(path) == json.loads(json.dumps(result))
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a unifar evaluation result"):
+        suite.load_results(tmp_path / "bad.json")
+
+
+def test_tables_and_comparison(result):
+    long = suite.results_table(result)
+    assert list(long.columns) == ["benchmark", "system", "label", "metric", "value", "ci_low", "ci_high", "n_queries", "seconds"]
+    assert len(long) == 2 * (3 + 3 + 12)
+    wide = suite.results_table(result, wide=True)
+    assert wide.loc[("litsearch", "bm25"), "recall@5"] == pytest.approx(result["benchmarks"]["litsearch"]["systems"]["bm25"]["metrics"]["recall@5"])
+    assert any("[specificity=1]" in m for m in suite.results_table(result, subsets=True)["metric"])
+    text = suite.format_results(result)
+    assert "doris_mae_query" in text and "unifar-untrained" in text and "r-precision" in text
+    cmp = suite.compare_systems(result, "litsearch", "bm25", "unifar-untrained")
+    assert list(cmp["metric"]) == list(result["benchmarks"]["litsearch"]["systems"]["bm25"]["metrics"])
+    assert (cmp["ci_low"] <= cmp["diff"]).all() and (cmp["diff"] <= cmp["ci_high"]).all()
+    with pytest.raises(KeyError, match="no system"):
+        suite.compare_systems(result, "litsearch", "bm25", "nope")
+
+
+def test_csfcube_through_the_suite_gives_the_golden_numbers():
+    res = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
+                             n_resamples=100, show_progress=False, log=None)
+    entry = res["benchmarks"]["csfcube"]
+    m = entry["systems"]["specter"]["metrics"]
+    assert round(m["all/map"], 2) == 34.23 and round(m["all/ndcg%20"], 2) == 53.28
+    assert round(m["background/map"], 2) == 43.95 and round(m["result/ndcg%20"], 2) == 56.67
+    per_q = entry["systems"]["specter"]["per_query"]["all/map"]
+    assert len(per_q) == 50 and all(k.rsplit("_", 1)[1] in ("background", "method", "result") for k in per_q)
+    lo, hi = entry["systems"]["specter"]["ci"]["all/map"]
+    assert lo < m["all/map"] < hi
+    assert [len(s) for s in entry["strata"]["all/map"]] == [26, 24]  # fold1_test, fold2_test
+    dev = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
+                             csfcube_split="dev", n_resamples=50, show_progress=False, log=None)
+    assert len(dev["benchmarks"]["csfcube"]["systems"]["specter"]["per_query"]["all/map"]) == 24  # fold1_dev
+
+
+def test_build_retrievers_systems_and_errors(tiny_unifar):
+    rs, facts = suite.build_retrievers(tiny_unifar, systems=["bm25", "unifar"], show_progress=False)
+    assert [r.name for r in rs] == ["bm25", "unifar-trained"] and facts["trained"]
+    with pytest.raises(ValueError, match="unknown systems"):
+        suite.build_retrievers("minilm", systems=["bm26"])
+    with pytest.raises(ValueError, match="need a base encoder"):
+        suite.build_retrievers(None, systems=["mean"])
+    with pytest.raises(ValueError, match="unknown benchmarks"):
+        suite.evaluate_all(benchmarks=["trec"], retrievers=[], log=None)
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_evaluate_all_writes_json(tiny_unifar, tmp_path, capsys):
+    from unifar.cli import main
+
+    ckpt = tiny_unifar.save_pretrained(tmp_path / "ckpt")
+    out = tmp_path / "all.json"
+    main(["evaluate", "all", "--model", str(ckpt), "--systems", "bm25,unifar", "--benchmarks", "doris_mae",
+          "--doris-mae", str(DORIS), "--doris-levels", "query", "--n-resamples", "50", "--no-progress", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert "doris_mae_query" in printed and "unifar-trained" in printed and "wrote" in printed
+    res = suite.load_results(out)
+    assert set(res["benchmarks"]["doris_mae_query"]["systems"]) == {"bm25", "unifar-trained"}
+    assert res["meta"]["trained"] and res["meta"]["model"] == "ckpt" and res["meta"]["bootstrap"]["n_resamples"] == 50
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["all", "--systems", "bm25", "--method", "mean"], "--method apply to 'evaluate csfcube'"),
+        (["all"], "give --model"),
+        (["all", "--systems", "bm25", "--n-resamples", "0"], "--n-resamples must be positive"),
+        (["csfcube", "--model", "minilm", "--systems", "bm25"], "--systems apply to 'evaluate all'"),
+    ],
+)
+def test_cli_all_errors_are_one_line(argv, message, capsys):
+    from unifar.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", *argv])
+    assert exc.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("unifar evaluate: error:") and message in last
+
+
+def test_retrievers_on_one_frozen_base_share_token_states(make_model):
+    from unifar.retrievers import BM25Retriever, UniFARRetriever
+    from unifar.suite import share_frozen_base
+
+    a, b, c = make_model(), make_model(seed=5), make_model()
+    b.base = a.base
+    ra, rb, rc = UniFARRetriever(a, name="x"), UniFARRetriever(b, name="y"), UniFARRetriever(c, name="z")
+    cache = share_frozen_base([BM25Retriever(), ra, rb, rc])
+    assert cache is not None and ra.state_cache is cache and rb.state_cache is cache
+    # c's tiny BERT was initialised separately: other weights, no sharing
+    assert rc.state_cache is None or torch.equal(next(iter(c.base.parameters())), next(iter(a.base.parameters())))
+    docs = [{"title": "T", "sentences": ["One sentence here.", "Another one."]}]
+    ra.index(docs), rb.index(docs)
+    assert cache.misses == 1 and cache.hits == 1
