@@ -649,6 +649,16 @@ def test_forbidden_from_repo_data_covers_what_is_present(repo_forbidden):
         assert "cranfield:1" in fs.ids
         assert normalise_text("what similarity laws must be obeyed when constructing aeroelastic models of "
                               "heated high speed aircraft .") in fs.texts
+    if (REPO / "data" / "scirepeval_samples").is_dir():
+        from unifar.data.corpora import load_scirepeval_search, split_scirepeval_search
+
+        halves = {p: split_scirepeval_search(load_scirepeval_search(), p) for p in ("train", "test")}
+        test_q = halves["test"].questions[0]["text"]
+        assert fs.texts[normalise_text(test_q)].startswith("scirepeval-search-test question")
+        assert f"s2:{halves['test'].documents[0]['id']}" in fs.ids
+        train_only = set(halves["train"].documents["id"]) - set(halves["test"].documents["id"])
+        assert train_only and not any(fs.ids.get(f"s2:{d}", "").startswith("scirepeval-search-test") for d in train_only)
+        assert normalise_text(halves["train"].questions[0]["text"]) not in fs.texts
     with pytest.raises(ValueError, match="unknown"):
         forbidden_from_repo_data(include=("doris",))
 

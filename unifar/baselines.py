@@ -30,6 +30,7 @@ __all__ = [
     "BM25Scorer",
     "MeanPoolingEncoder",
     "bm25_score_fn",
+    "facet_bm25_score_fn",
     "document_text",
     "facet_query_text",
     "mean_pooling_score_fn",
@@ -104,6 +105,25 @@ def bm25_score_fn(data: CSFCube, stem: bool = True):
 
     def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
         return scorer.scores(query_text[qpid], cands)
+
+    return score
+
+
+def facet_bm25_score_fn(data: CSFCube, stem: bool = True):
+    """CSFCube score function: BM25 between the facet's sentences of the query and the facet's
+    sentences of each candidate (both restricted; IDF over the collection's facet texts).
+
+    This is the weak, facet-specific signal the offline FTUs are mined with
+    (:mod:`unifar.data.mining`); scoring it on CSFCube fold1_dev tells how facet-specific it is.
+    Candidates without a sentence of the facet score 0.
+    """
+    pids = data.pool_pids()
+    scorers = {f: BM25Scorer({p: facet_query_text(data.papers[p], f, " ", title=False) or "" for p in pids}, stem=stem)
+               for f in FACETS}
+
+    def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
+        query = facet_query_text(data.papers[qpid], facet, " ", title=False)
+        return scorers[facet].scores(query, cands) if query.strip() else np.zeros(len(cands))
 
     return score
 

@@ -3,8 +3,8 @@
 The forbidden material is given explicitly (:class:`ForbiddenSet`: ids, titles, texts), so the
 guard depends on no loader; :func:`forbidden_from_repo_data` builds it from the repository's
 ``data/`` folder: every CSFCube paper (queries and candidates), the PubMedQA PQA-L *test half*
-(the 500 PMIDs of ``test_ground_truth.json``: questions and abstracts) and all Cranfield
-documents and questions.
+(the 500 PMIDs of ``test_ground_truth.json``: questions and abstracts), all Cranfield
+documents and questions, and the test half of the SciRepEval search sample.
 
 Texts are compared after :func:`normalise_text` (Unicode NFKC, lower case, every character that
 is not a letter or digit removed), so case, punctuation, spacing and sentence splitting do not
@@ -294,9 +294,19 @@ def _add_cranfield(fs: ForbiddenSet, folder: Path) -> None:
         fs.add_text(text, f"cranfield question {i}", sentences=False)
 
 
+def _add_scirepeval_search_test(fs: ForbiddenSet, folder: Path) -> None:
+    from .corpora import load_scirepeval_search, split_scirepeval_search
+
+    test = split_scirepeval_search(load_scirepeval_search(folder), "test")
+    for q in test.questions:
+        fs.add_text(q["text"], f"scirepeval-search-test question {q['qid']}", sentences=False)
+    for d in test.documents:
+        fs.add_document(f"s2:{d['id']}", d["title"], " ".join(d["sentences"]), f"scirepeval-search-test doc {d['id']}")
+
+
 def forbidden_from_repo_data(
     data_dir: str | Path | None = None,
-    include: Iterable[str] = ("csfcube", "pubmedqa", "cranfield"),
+    include: Iterable[str] = ("csfcube", "pubmedqa", "cranfield", "scirepeval-search"),
     require_all: bool = False,
 ) -> ForbiddenSet:
     """Build the forbidden set from ``data/`` (default: the repository's).
@@ -308,13 +318,16 @@ def forbidden_from_repo_data(
     ``pmid:<pmid>``, their questions and abstracts (contexts, with and without the
     conclusion). Cranfield (``data/cranfield``: ``docs.jsonl``/``queries.jsonl`` or the raw
     ``cran.all.1400``/``cran.qry``) contributes ``cranfield:<n>`` ids, titles, abstracts and
-    the 225 questions. A missing PubMedQA or Cranfield folder is skipped unless ``require_all``.
+    the 225 questions. The SciRepEval search sample (``data/scirepeval_samples``) contributes its
+    *test half* (:func:`~unifar.data.corpora.split_scirepeval_search`): the questions and the
+    candidate papers as ``s2:<id>``, titles and abstracts. A missing PubMedQA, Cranfield or
+    SciRepEval folder is skipped unless ``require_all``.
     """
     from .csfcube import load_csfcube
 
     root = Path(data_dir) if data_dir is not None else _default_data_root()
     include = set(include)
-    unknown = include - {"csfcube", "pubmedqa", "cranfield"}
+    unknown = include - {"csfcube", "pubmedqa", "cranfield", "scirepeval-search"}
     if unknown:
         raise ValueError(f"unknown forbidden sources {sorted(unknown)}")
     fs = ForbiddenSet()
@@ -326,7 +339,8 @@ def forbidden_from_repo_data(
             fs.add_document(pid, paper["title"], " ".join(paper["sentences"]), label)
         for row in cube.queries:
             fs.add_title(row.get("title"), f"csfcube paper {row['pid']}")
-    for name, folder, add in (("pubmedqa", "pubmedqa_pqal", _add_pubmedqa), ("cranfield", "cranfield", _add_cranfield)):
+    for name, folder, add in (("pubmedqa", "pubmedqa_pqal", _add_pubmedqa), ("cranfield", "cranfield", _add_cranfield),
+                              ("scirepeval-search", "scirepeval_samples", _add_scirepeval_search_test)):
         if name not in include:
             continue
         if not (root / folder).is_dir():

@@ -36,6 +36,7 @@ __all__ = [
     "FakeClient",
     "CachedClient",
     "check_messages",
+    "client_from_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -393,3 +394,31 @@ class CachedClient(LLMClient):
 
     def __len__(self) -> int:
         return sum(1 for _ in self.cache_dir.glob("*/*.json"))
+
+
+def client_from_spec(spec: str | None, cache_dir: str | os.PathLike[str] | None = None) -> LLMClient | None:
+    """A client from a one-line spec (the notebooks' ``llm`` parameter), cached when ``cache_dir``:
+
+    * ``"none"`` or ``None``: no LLM (the offline back ends are used);
+    * ``"transformers:<path>"``: a local causal LM directory (or hub id where a hub is reachable);
+    * ``"openai:<base_url>#<model>"``: an OpenAI-compatible endpoint; the key comes from
+      ``$OPENAI_API_KEY``.
+
+    >>> client_from_spec("none") is None
+    True
+    >>> client_from_spec("openai:http://localhost:8000/v1#qwen").model
+    'qwen'
+    """
+    if spec is None or spec.strip().lower() in ("", "none"):
+        return None
+    kind, _, rest = spec.partition(":")
+    if kind == "transformers" and rest:
+        client: LLMClient = TransformersClient(rest)
+    elif kind == "openai" and "#" in rest:
+        url, _, model = rest.rpartition("#")
+        client = OpenAICompatibleClient(url, model)
+    else:
+        raise ValueError(
+            f"LLM spec {spec!r} not understood; use 'none', 'transformers:<path>' or 'openai:<base_url>#<model>'"
+        )
+    return CachedClient(client, cache_dir) if cache_dir is not None else client

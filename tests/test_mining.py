@@ -1,0 +1,128 @@
+"""The offline FTU construction (unifar.data.mining): signals on toy documents, the whole build on
+the repository's data with a cheap hashing encoder, and the leakage guard on what it writes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+import torch
+
+from unifar.data.ftu import load_ftus, write_ftus
+from unifar.data.leakage import check_no_leakage, forbidden_from_repo_data
+from unifar.data.mining import (
+    MiningConfig,
+    attribute_facets,
+    build_offline_ftus,
+    citation_triplets,
+    facet_text,
+    mine_facet_triplets,
+)
+
+DIM = 512
+
+
+def hashing_encoder(texts):
+    """Bag of hashed words, L2-normalised: a deterministic stand-in for a sentence encoder."""
+    out = torch.zeros(len(texts), DIM)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"[a-z0-9]+", t.lower()):
+            out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % DIM] += 1.0
+    return torch.nn.functional.normalize(out, dim=-1)
+
+
+class CyclicLabeller:
+    """Labels sentences background, method, result, background, ... (stands in for a FacetLabeller)."""
+
+    def label_documents(self, docs):
+        cycle = ["background", "method", "result"]
+        return [[cycle[i % 3] for i in range(len(d["sentences"]))] for d in docs]
+
+
+def _doc(i, bg, mt, rs):
+    return {"id": f"d{i}", "title": "", "sentences": [bg, mt, rs], "labels": ["background", "method", "result"],
+            "source": "toy", "field": "cs"}
+
+
+TOY = {
+    d["id"]: d
+    for d in [
+        _doc(0, "Graph databases store social networks at scale.", "We train a convolutional neural network with dropout.",
+             "Accuracy improves by five points on ImageNet."),
+        _doc(1, "Protein folding is a central problem in biology.", "We train a convolutional neural network with dropout regularisation.",
+             "The folding error drops on CASP."),
+        _doc(2, "Graph databases store social networks at scale today.", "We use a relational query optimiser with cost models.",
+             "Latency drops by half on TPC-H."),
+        _doc(3, "Music recommendation relies on listening histories.", "A matrix factorisation model with implicit feedback.",
+             "Accuracy improves by five points on ImageNet benchmarks."),
+        _doc(4, "Weather forecasting needs large ensembles.", "Numerical simulation with adaptive meshes.",
+             "Forecast skill rises at long lead times."),
+    ]
+}
+
+
+def test_facet_positive_is_the_closest_facet_text_and_hard_negative_a_topical_neighbour():
+    cfg = MiningConfig(neighbourhood=2, random_negatives_per_facet=0, min_facet_words=3)
+    triplets = mine_facet_triplets(TOY, list(TOY), hashing_encoder, cfg, query_ids=["d0"])
+    by_facet = {t.facet: t for t in triplets}
+    assert by_facet["method"].pos_id == "d1"  # same method, other topic
+    assert by_facet["result"].pos_id == "d3"  # same result sentence
+    assert by_facet["background"].pos_id == "d2"
+    # the method hard negative is one of d0's two topical neighbours (d2: same background, d3: same
+    # result), whose methods share nothing with d0's; never the far-off d4
+    assert by_facet["method"].neg_id in {"d2", "d3"}
+    assert all(t.query_id == "d0" and t.neg_id != t.pos_id for t in triplets)
+
+
+def test_attribution_and_citation_triplets():
+    facets = attribute_facets(["convolutional neural network with dropout", "accuracy on ImageNet"],
+                              [TOY["d0"], TOY["d0"]], hashing_encoder)
+    assert facets == ["method", "result"]
+    trip, skipped = citation_triplets([("d0", "d1", "d4"), ("d0", "missing", "d4")], TOY, hashing_encoder)
+    assert skipped == 1 and [(t.query_id, t.pos_id, t.neg_id) for t in trip] == [("d0", "d1", "d4")]
+    assert facet_text(TOY["d0"], "method").startswith("We train")
+
+
+@pytest.fixture(scope="module")
+def small_build():
+    cfg = MiningConfig(max_query_documents=15, seed=1)
+    return build_offline_ftus(hashing_encoder, CyclicLabeller(), cfg)
+
+
+def test_build_uses_every_signal_and_marks_question_origins(small_build):
+    out = small_build
+    rep = out.report
+    assert set(rep["triplets_per_signal"]) == {"facet-bm25", "citation", "search-clicks"}
+    assert rep["dropped_by_leakage_guard"]["csabstruct"] >= 20  # CSAbstruct abstracts that are CSFCube papers
+    origins = rep["question_origins"]
+    assert origins.get("pubmedqa", 0) > 0 and origins.get("icrop", 0) > 0 and origins.get("scirepeval-search", 0) > 0
+    for u in out.ftus:
+        assert u.query in out.documents and all(d in out.documents for d in u.doc_ids())
+        for f, q in u.questions.items():
+            assert q.facet == f and q.origin
+            # every question has something to be contrasted with
+            assert u.negatives.get(f), (u.query, f)
+    assert all(d["labels"] is not None for d in out.documents.values())
+
+
+def test_written_training_files_pass_the_leakage_guard(small_build, tmp_path):
+    """The leakage rule of DESIGN.md, enforced on the training files the pipeline writes."""
+    folder = write_ftus(tmp_path / "ftus", small_build.ftus, small_build.documents, command="test")
+    report = check_no_leakage(folder, forbidden_from_repo_data())
+    assert report.ok and report.documents_checked == len(small_build.documents)
+    assert len(load_ftus(folder)) == len(small_build.ftus)
+
+
+def test_leakage_guard_catches_a_planted_csfcube_paper(small_build, tmp_path):
+    from unifar.data.csfcube import load_csfcube
+    from unifar.data.leakage import LeakageError
+
+    cube = load_csfcube("data/csfcube", check_texts=False)
+    pid, paper = next(iter(cube.papers.items()))
+    docs = dict(small_build.documents)
+    victim = small_build.ftus[0].query
+    docs[victim] = {**docs[victim], "title": paper["title"]}
+    folder = write_ftus(tmp_path / "bad", small_build.ftus, docs, command="test")
+    with pytest.raises(LeakageError, match="csfcube"):
+        check_no_leakage(folder, forbidden_from_repo_data())

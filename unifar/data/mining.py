@@ -1,0 +1,439 @@
+"""The offline FTU set: training documents from the offline corpora, facet positives and
+negatives from stated signals, one question per facet (section 4.1, adapted; see DESIGN.md).
+
+The paper's FTUs come from FLeW's citation-intent triplets with LLM sentence labels and LLM
+questions, none of which is public. Here every part has a stated origin:
+
+Documents (ids are namespaced by source; evaluation material is dropped by the leakage guard):
+
+* ``csabstruct:<id>``: CSAbstruct train + dev abstracts, human sentence roles (its test split is
+  kept for the labeller's evaluation). Field ``computer science``.
+* ``nicta:<id>``: NICTA-PIBOSO abstracts, human sentence roles. Field ``medicine``.
+* ``pubmedqa:<pmid>``: the PubMedQA PQA-L *training half*, section-name labels. Field
+  ``biomedicine``.
+* ``s2:<corpus id>``: papers of the SciRepEval citation triplets and of the *train half* of the
+  SciRepEval search sample (:func:`unifar.data.corpora.split_scirepeval_search`); they have no
+  sentence labels, so the offline labeller labels them (``labels_origin = "labeller"``).
+
+Facet positives and negatives (per query document d and facet f with facet-f sentences):
+
+* ``facet-bm25`` (weak, facet-specific; every labelled document): the positive is the document of
+  the same pool whose facet-f sentences have the highest BM25 score for d's facet-f sentences
+  (IDF over the pool's facet-f texts): "the paper whose *method* reads most like this one's
+  method", wherever its topic. The hard negative is the dense (base-encoder) topical neighbour
+  of d, among its ``neighbourhood`` nearest, whose facet-f text scores *lowest* under the same
+  BM25: topically close, facet-f different, which is what CSFCube's pools ask a model to tell
+  apart. One random document of the pool is a second, easy negative. Lexical BM25 picks the
+  positives so that the encoder being trained is not taught its own similarities.
+* ``citation`` (real, not facet-specific): each SciRepEval triplet (query cites positive, not
+  negative) is attached to the facet of the query whose facet-f text is closest (dense cosine)
+  to the cited abstract.
+* ``search-clicks`` (real): a SciRepEval search query (train half) becomes an FTU whose query
+  document is its best-graded candidate, other relevant candidates are positives and
+  non-relevant candidates negatives, under the facet the query is attributed to.
+
+Pools keep fields apart: ``cs`` (CSAbstruct, S2 papers) and ``biomed`` (PubMedQA, NICTA).
+
+Questions: real questions where we have them (``pubmedqa``: a training-half question for its
+own abstract; ``scirepeval-search``: the search query), each attached to the facet whose
+sentences of its document are closest to it (dense cosine; our rule, the data has no facet);
+independent cropping (:class:`~unifar.data.questions.ICropQuestionGenerator`, origin ``icrop``)
+for every other facet that has positives.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .csfcube import FACETS
+from .ftu import FTU, Triplet, merge_triplets
+from .questions import ICropQuestionGenerator, Question
+
+__all__ = [
+    "MiningConfig",
+    "OfflineFTUs",
+    "SOURCES",
+    "load_training_documents",
+    "label_unlabelled",
+    "facet_text",
+    "mine_facet_triplets",
+    "citation_triplets",
+    "attribute_facets",
+    "build_offline_ftus",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Offline sources, their pool (documents are only paired within a pool) and field.
+SOURCES: dict[str, tuple[str, str]] = {
+    "csabstruct": ("cs", "computer science"),
+    "scirepeval_triplets": ("cs", "multi-field (S2)"),
+    "scirepeval_search": ("cs", "multi-field (S2)"),
+    "pubmedqa": ("biomed", "biomedicine"),
+    "nicta": ("biomed", "medicine"),
+}
+
+
+@dataclass
+class MiningConfig:
+    """Choices of the offline FTU construction (all ours; the paper's data is not public)."""
+
+    sources: tuple[str, ...] = tuple(SOURCES)
+    positives_per_facet: int = 1
+    hard_negatives_per_facet: int = 1
+    random_negatives_per_facet: int = 1
+    neighbourhood: int = 20  # dense topical neighbours a hard negative is drawn from
+    min_facet_words: int = 5  # facet text shorter than this gives no facet-bm25 pair
+    max_query_documents: int | None = None  # per source, seeded sample (None: all)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.sources = tuple(self.sources)
+        unknown = sorted(set(self.sources) - set(SOURCES))
+        if unknown:
+            raise ValueError(f"unknown source(s) {unknown}; choose from {sorted(SOURCES)}")
+        if self.positives_per_facet < 1:
+            raise ValueError("positives_per_facet must be at least 1")
+        if self.neighbourhood < 2:
+            raise ValueError("neighbourhood must be at least 2")
+
+
+@dataclass
+class OfflineFTUs:
+    """The result of :func:`build_offline_ftus`: FTUs, their documents and a report."""
+
+    ftus: list[FTU]
+    documents: dict[str, dict[str, Any]]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+# ----- documents --------------------------------------------------------------------------------
+def _renamed(doc: Mapping[str, Any], new_id: str, source: str, field_: str, **extra: Any) -> dict[str, Any]:
+    labels = doc.get("labels")
+    return {
+        "id": new_id,
+        "title": doc.get("title") or "",
+        "sentences": list(doc["sentences"]),
+        "labels": list(labels) if labels is not None else None,
+        "source": source,
+        "field": field_,
+        "labels_origin": extra.pop("labels_origin", "gold" if labels is not None else None),
+        **extra,
+    }
+
+
+def load_training_documents(
+    sources: Sequence[str] = tuple(SOURCES),
+    data_dir: str | Path | None = None,
+    forbidden: Any | None = None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Documents of the offline training sources ``{id: doc}`` and a report (counts per source,
+    documents dropped by the leakage guard). ``forbidden``: a
+    :class:`~unifar.data.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
+    from . import corpora, pubmedqa
+    from .leakage import find_leaks, forbidden_from_repo_data
+
+    root = Path(data_dir) if data_dir is not None else None
+    sub = (lambda name: root / name) if root is not None else (lambda name: None)
+    if forbidden is None:
+        forbidden = forbidden_from_repo_data(root)
+    docs: dict[str, dict[str, Any]] = {}
+    extra: dict[str, Any] = {"scirepeval_triplets": [], "scirepeval_search": None, "pubmedqa_questions": []}
+    counts: Counter[str] = Counter()
+
+    def add(doc: dict[str, Any]) -> None:
+        if not doc["sentences"]:
+            counts[f"{doc['source']}:empty"] += 1
+            return
+        if doc["id"] not in docs:
+            docs[doc["id"]] = doc
+            counts[doc["source"]] += 1
+
+    for source in sources:
+        if source not in SOURCES:
+            raise ValueError(f"unknown source {source!r}; choose from {sorted(SOURCES)}")
+        _, fld = SOURCES[source]
+        if source == "csabstruct":
+            for split in ("train", "dev"):
+                for d in corpora.load_csabstruct(sub("csabstruct"), split=split):
+                    add(_renamed(d, f"csabstruct:{d['id']}", source, fld))
+        elif source == "nicta":
+            for d in corpora.load_nicta_piboso(sub("nicta_piboso")):
+                add(_renamed(d, f"nicta:{d['id']}", source, fld))
+        elif source == "pubmedqa":
+            bench = pubmedqa.load_pubmedqa(sub("pubmedqa_pqal"), split="train")
+            for d in bench.documents:
+                add(_renamed(d, f"pubmedqa:{d['id']}", source, fld))
+            for q in bench.questions:
+                extra["pubmedqa_questions"].append((q["text"], f"pubmedqa:{q['doc_id']}"))
+        elif source == "scirepeval_triplets":
+            corpus = corpora.load_scirepeval_triplets(sub("scirepeval_samples"))
+            for d in corpus.documents:
+                add(_renamed(d, f"s2:{d['id']}", source, fld))
+            extra["scirepeval_triplets"] = [
+                (f"s2:{t['query_id']}", f"s2:{t['pos_id']}", f"s2:{t['neg_id']}") for t in corpus.triplets
+            ]
+        elif source == "scirepeval_search":
+            bench = corpora.split_scirepeval_search(corpora.load_scirepeval_search(sub("scirepeval_samples")), "train")
+            wanted = {d for qid in bench.qrels for d in (bench.candidates or {}).get(qid, bench.qrels[qid])}
+            for d in bench.documents:
+                if d["id"] in wanted:
+                    add(_renamed(d, f"s2:{d['id']}", source, fld))
+            extra["scirepeval_search"] = bench
+
+    leaks = find_leaks(docs.values(), forbidden)
+    dropped = sorted({h.training_id for h in leaks.hits})
+    for d in dropped:
+        counts[f"{docs[d]['source']}:leak_dropped"] += 1
+        del docs[d]
+    report = {
+        "documents_per_source": {k: v for k, v in sorted(counts.items()) if ":" not in k},
+        "dropped_by_leakage_guard": {k.split(":")[0]: v for k, v in sorted(counts.items()) if k.endswith(":leak_dropped")},
+        "dropped_empty": {k.split(":")[0]: v for k, v in sorted(counts.items()) if k.endswith(":empty")},
+        "leak_examples": [asdict(h) for h in leaks.hits[:10]],
+    }
+    report["_extra"] = extra
+    return docs, report
+
+
+def label_unlabelled(docs: Mapping[str, dict[str, Any]], labeller: Any) -> int:
+    """Give every document without sentence labels the offline labeller's labels (in place;
+    ``labels_origin = "labeller"``). Returns how many documents were labelled."""
+    todo = [d for d in docs.values() if d.get("labels") is None]
+    if not todo:
+        return 0
+    if labeller is None:
+        raise ValueError(
+            f"{len(todo)} documents (e.g. {todo[0]['id']!r}, source {todo[0]['source']!r}) have no sentence "
+            "labels; pass a FacetLabeller (chapter 2 trains one) or leave their sources out"
+        )
+    for doc, labels in zip(todo, labeller.label_documents(todo)):
+        doc["labels"] = list(labels)
+        doc["labels_origin"] = "labeller"
+    return len(todo)
+
+
+def facet_text(doc: Mapping[str, Any], facet: str) -> str:
+    """The document's sentences labelled ``facet``, joined ('' when none).
+
+    >>> facet_text({"sentences": ["A b.", "C d."], "labels": ["method", "result"]}, "result")
+    'C d.'
+    """
+    labels = doc.get("labels") or [None] * len(doc["sentences"])
+    return " ".join(s for s, lab in zip(doc["sentences"], labels) if lab == facet)
+
+
+def whole_text(doc: Mapping[str, Any]) -> str:
+    return f"{doc.get('title') or ''} {' '.join(doc['sentences'])}".strip()
+
+
+# ----- signals ----------------------------------------------------------------------------------
+Encode = Callable[[Sequence[str]], torch.Tensor]
+
+
+def mine_facet_triplets(
+    docs: Mapping[str, Mapping[str, Any]],
+    ids: Sequence[str],
+    encode: Encode,
+    config: MiningConfig,
+    query_ids: Sequence[str] | None = None,
+) -> list[Triplet]:
+    """The ``facet-bm25`` signal (module docstring) over one pool ``ids``; ``query_ids`` (default
+    all) are the query documents. Returns ``Triplet``s (each positive paired with each negative)."""
+    from ..baselines import BM25Scorer
+
+    ids = list(ids)
+    pos_of = {d: i for i, d in enumerate(ids)}
+    queries = list(query_ids) if query_ids is not None else ids
+    rng = np.random.default_rng(config.seed)
+    E = encode([whole_text(docs[d]) for d in ids])  # [N, h], unit norm
+    sims = E @ E.T
+    sims.fill_diagonal_(-2.0)  # never one's own neighbour
+    k = min(config.neighbourhood, len(ids) - 1)
+    neighbours = torch.topk(sims, k, dim=1).indices.numpy() if k > 0 else np.zeros((len(ids), 0), dtype=int)
+    out: list[Triplet] = []
+    for f in FACETS:
+        texts = {d: facet_text(docs[d], f) for d in ids}
+        have = [d for d in ids if len(texts[d].split()) >= config.min_facet_words]
+        if len(have) < 3:
+            continue
+        scorer = BM25Scorer({d: texts[d] for d in have})
+        have_set = set(have)
+        for q in queries:
+            if q not in have_set:
+                continue
+            s = scorer.scores(texts[q], have)
+            s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
+            order = np.argsort(-s, kind="stable")
+            positives = [have[i] for i in order[: config.positives_per_facet] if np.isfinite(s[i]) and s[i] > 0]
+            if not positives:
+                continue
+            # hard negatives: topical neighbours with the least facet-f overlap (those without
+            # facet-f text at all come after those with some, which are the informative ones)
+            neigh = [ids[j] for j in neighbours[pos_of[q]] if ids[j] not in positives]
+            with_f = [d for d in neigh if d in have_set]
+            score_of = dict(zip(with_f, scorer.scores(texts[q], with_f))) if with_f else {}
+            ranked = sorted(with_f, key=lambda d: score_of[d]) + [d for d in neigh if d not in have_set]
+            negatives = ranked[: config.hard_negatives_per_facet]
+            pool = [d for d in ids if d != q and d not in positives and d not in negatives]
+            if pool and config.random_negatives_per_facet:
+                pick = rng.choice(len(pool), size=min(config.random_negatives_per_facet, len(pool)), replace=False)
+                negatives += [pool[i] for i in sorted(pick)]
+            out += [Triplet(q, p, n, f) for p in positives for n in negatives]
+    return out
+
+
+def attribute_facets(
+    texts: Sequence[str], docs: Sequence[Mapping[str, Any]], encode: Encode
+) -> list[str | None]:
+    """For each ``(text, doc)`` pair, the facet whose sentences of ``doc`` are closest to ``text``
+    (dense cosine); ``None`` when the document has no facet-labelled sentence."""
+    if len(texts) != len(docs):
+        raise ValueError(f"{len(texts)} texts but {len(docs)} documents")
+    if not texts:
+        return []
+    T = encode(list(texts))
+    facet_texts = [facet_text(d, f) for d in docs for f in FACETS]
+    nonempty = [i for i, t in enumerate(facet_texts) if t]
+    F = torch.zeros(len(facet_texts), T.shape[1])
+    if nonempty:
+        F[nonempty] = encode([facet_texts[i] for i in nonempty])
+    S = torch.einsum("nh,nfh->nf", T, F.view(len(docs), len(FACETS), -1))
+    S = S.masked_fill(torch.tensor([[not t for t in facet_texts[i * 3 : i * 3 + 3]] for i in range(len(docs))]), -2.0)
+    best = S.argmax(dim=1).tolist()
+    return [FACETS[b] if S[i, b] > -2.0 else None for i, b in enumerate(best)]
+
+
+def citation_triplets(
+    triplets: Sequence[tuple[str, str, str]], docs: Mapping[str, Mapping[str, Any]], encode: Encode
+) -> tuple[list[Triplet], int]:
+    """The ``citation`` signal: each (query, cited, not cited) triplet under the facet of the
+    query closest to the cited abstract. Returns the triplets and how many were skipped."""
+    keep = [t for t in triplets if all(d in docs for d in t) and len(set(t)) == 3]
+    facets = attribute_facets([whole_text(docs[p]) for _, p, _ in keep], [docs[q] for q, _, _ in keep], encode)
+    out = [Triplet(q, p, n, f) for (q, p, n), f in zip(keep, facets) if f is not None]
+    return out, len(triplets) - len(out)
+
+
+def _search_ftus(bench: Any, docs: Mapping[str, Mapping[str, Any]], encode: Encode, max_negatives: int) -> list[FTU]:
+    """The ``search-clicks`` signal: one FTU per (train-half) search query with a relevant candidate."""
+    rows = []
+    for q in bench.questions:
+        grades = {f"s2:{d}": g for d, g in bench.qrels.get(q["qid"], {}).items() if f"s2:{d}" in docs}
+        relevant = sorted((d for d, g in grades.items() if g >= bench.relevance_threshold), key=lambda d: -grades[d])
+        if not relevant:
+            continue
+        rows.append((q, relevant, [d for d, g in grades.items() if g < bench.relevance_threshold]))
+    facets = attribute_facets([q["text"] for q, _, _ in rows], [docs[r[0]] for _, r, _ in rows], encode)
+    ftus = []
+    for (q, relevant, non_relevant), f in zip(rows, facets):
+        if f is None:
+            continue
+        ftu = FTU(relevant[0])
+        if relevant[1:]:
+            ftu.positives[f] = relevant[1:]
+        if non_relevant:
+            ftu.negatives[f] = non_relevant[:max_negatives]
+        ftu.questions[f] = Question(q["text"], f, "scirepeval-search", relevant[0], {"qid": q["qid"], "facet_rule": "dense-attribution"})
+        ftus.append(ftu)
+    return ftus
+
+
+# ----- the whole construction -------------------------------------------------------------------
+def build_offline_ftus(
+    encode: Encode,
+    labeller: Any | None = None,
+    config: MiningConfig | None = None,
+    data_dir: str | Path | None = None,
+    forbidden: Any | None = None,
+    questions: Any | None = None,
+) -> OfflineFTUs:
+    """Build the offline FTU set (module docstring): load and guard the documents, label the
+    unlabelled ones, mine each signal, merge triplets into FTUs, attach questions.
+
+    ``encode``: texts -> unit-norm float tensor ``[N, h]`` (e.g. ``MeanPoolingEncoder.encode``),
+    used for topical neighbours and facet attribution, never for choosing positives.
+    ``labeller``: anything with ``label_documents(docs)`` (the offline
+    :class:`~unifar.data.labeller.FacetLabeller` or the table-6 :class:`~unifar.data.labelling.LLMLabeller`).
+    ``questions``: the generator for facets without a real question (default: independent
+    cropping; :class:`~unifar.data.questions.LLMQuestionGenerator` for the paper's table 5).
+    """
+    config = config or MiningConfig()
+    docs, report = load_training_documents(config.sources, data_dir, forbidden)
+    extra = report.pop("_extra")
+    report["labelled_by_labeller"] = label_unlabelled(docs, labeller)
+
+    # query documents: every labelled document, or a seeded per-source sample of them
+    by_source: dict[str, list[str]] = {}
+    for d, doc in docs.items():
+        by_source.setdefault(doc["source"], []).append(d)
+    rnd = random.Random(config.seed)
+    query_ids: set[str] = set()
+    for source, ids in sorted(by_source.items()):
+        if source.startswith("scirepeval"):
+            continue  # their FTUs come from their real signals
+        chosen = ids if config.max_query_documents is None or len(ids) <= config.max_query_documents else rnd.sample(ids, config.max_query_documents)
+        query_ids.update(chosen)
+
+    triplets: list[Triplet] = []
+    signal_of: dict[tuple[str, str], str] = {}
+    per_signal: Counter[str] = Counter()
+    pools: dict[str, list[str]] = {}
+    for d, doc in docs.items():
+        pools.setdefault(SOURCES[doc["source"]][0], []).append(d)
+    for pool, ids in sorted(pools.items()):
+        mined = mine_facet_triplets(docs, ids, encode, config, [d for d in ids if d in query_ids])
+        triplets += mined
+        per_signal["facet-bm25"] += len(mined)
+        for t in mined:
+            signal_of.setdefault((t.query_id, t.facet), "facet-bm25")
+    if extra["scirepeval_triplets"]:
+        cited, skipped = citation_triplets(extra["scirepeval_triplets"], docs, encode)
+        triplets += cited
+        per_signal["citation"] += len(cited)
+        report["citation_triplets_skipped"] = skipped
+        for t in cited:
+            signal_of.setdefault((t.query_id, t.facet), "citation")
+    ftus = merge_triplets(triplets)
+
+    # questions: real ones first, then independent cropping for the other facets
+    by_query = {u.query: u for u in ftus}
+    q_docs = [d for _, d in extra["pubmedqa_questions"] if d in by_query]
+    q_texts = [t for t, d in extra["pubmedqa_questions"] if d in by_query]
+    for text, d, f in zip(q_texts, q_docs, attribute_facets(q_texts, [docs[d] for d in q_docs], encode)):
+        if f is not None:
+            by_query[d].questions[f] = Question(text, f, "pubmedqa", d, {"facet_rule": "dense-attribution"})
+            u = by_query[d]
+            if not u.positives.get(f):  # the question still has d_q as its positive (L_QD) ...
+                u.positives[f] = []
+                # ... and needs negatives to contrast it with: the FTU's other negatives
+                u.negatives[f] = list(dict.fromkeys(n for g in FACETS for n in u.negatives.get(g, [])))
+    if extra["scirepeval_search"] is not None:
+        search = _search_ftus(extra["scirepeval_search"], docs, encode, max_negatives=2 * (config.hard_negatives_per_facet + config.random_negatives_per_facet))
+        per_signal["search-clicks"] += len(search)
+        ftus += search
+    generator = questions if questions is not None else ICropQuestionGenerator(seed=config.seed)
+    for ftu in ftus:
+        for f in ftu.facets:
+            if f not in ftu.questions:
+                q = generator.generate(docs[ftu.query], f, [docs[p] for p in ftu.positives[f]])
+                if q is not None:
+                    ftu.questions[f] = q
+    rnd.shuffle(ftus)
+    used = {d for u in ftus for d in u.doc_ids()}
+    report.update(
+        config=asdict(config),
+        triplets_per_signal=dict(per_signal),
+        ftus=len(ftus),
+        documents_used=len(used),
+        question_origins=dict(Counter(q.origin for u in ftus for q in u.questions.values())),
+    )
+    return OfflineFTUs(ftus=ftus, documents={d: docs[d] for d in docs if d in used}, report=report)
