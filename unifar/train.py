@@ -621,6 +621,7 @@ def train(
     resume: bool | None = None,
     eval_dataset: Any | None = None,
     callbacks: Iterable[Callable[[dict[str, Any]], None]] = (),
+    state_cache: TokenStateCache | None = None,
 ) -> TrainResult:
     """Train UniFAR on an :class:`~unifar.data.ftu.FTUDataset` (section 4.2, appendix A).
 
@@ -630,12 +631,15 @@ def train(
     CPU the resumed run ends with exactly the weights of an uninterrupted one. ``eval_dataset``
     (FTUs with their documents) gives a held-out loss; otherwise ``args.eval_fraction`` of the
     FTUs is held out. Each ``callbacks`` entry is called with every step's log record (all ranks).
+    ``state_cache`` (with ``args.freeze_base``): a :class:`~unifar.model.TokenStateCache` to reuse
+    across runs on the same frozen base (e.g. a sweep); a fresh one by default.
     """
     resume = args.resume if resume is None else resume
     rank, world, local_rank, dist_here = _init_distributed()
     is_main = rank == 0
     try:
-        return _train(config, ftu_dataset, args, model, resume, eval_dataset, list(callbacks), rank, world, local_rank, is_main)
+        return _train(config, ftu_dataset, args, model, resume, eval_dataset, list(callbacks), rank, world, local_rank, is_main,
+                      state_cache)
     finally:
         if dist_here:
             import torch.distributed as dist
@@ -655,6 +659,7 @@ def _train(
     world: int,
     local_rank: int,
     is_main: bool,
+    state_cache: TokenStateCache | None = None,
 ) -> TrainResult:
     from tqdm.auto import tqdm
 
@@ -745,7 +750,7 @@ def _train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_linear_factor(s, warmup_steps, total_steps)
     )
-    cache = TokenStateCache() if args.freeze_base else None
+    cache = (state_cache if state_cache is not None else TokenStateCache()) if args.freeze_base else None
     objective: nn.Module = _Objective(model, cache)
     ddp = None
     if world > 1:

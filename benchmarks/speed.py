@@ -1,12 +1,20 @@
-"""Encoding throughput: UniFAR vs plain mean pooling of the same base encoder on CSFCube abstracts.
+"""Speed of UniFAR in one run: encoding throughput against plain mean pooling of the same base
+encoder on CSFCube abstracts, training FTUs per second, peak memory, and the time of a full
+CSFCube evaluation.
 
 The ratio ``unifar / mean`` is the cost of the facet aggregation module (the unified input format
 adds one separator per sentence; the aggregation adds sentence pooling and two small attention
 layers). Both timings include tokenisation. Also reports the agreement of bf16 with fp32 embeddings and the CSFCube score of each
 run, so a precision change that hurts retrieval shows up here. Prints a table, writes JSON.
 
-    python benchmarks/encode_throughput.py --model minilm --device cpu --n-docs 256
-    python benchmarks/encode_throughput.py --model minilm --device cuda --precision fp32 bf16
+Training (``--train-ftus DIR``): optimizer steps of the paper's batch (4 FTUs x accumulation 4)
+on an FTU folder, once with every parameter trained (the paper) and once with the base frozen
+and its states cached (our CPU default; timed after one warm-up pass fills the cache).
+``--evaluate`` times the full CSFCube test evaluation of UniFAR (encoding 4,205 papers and
+ranking 50 pools) and reports its MAP. Peak memory: CUDA's max allocated, else the process RSS.
+
+    python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/default
+    python benchmarks/speed.py --model minilm --device cuda --precision fp32 bf16 --evaluate --train-ftus DIR
 """
 
 from __future__ import annotations
@@ -26,6 +34,45 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def _peak_mib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+def _time_training(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    """FTUs per second of optimizer steps, full fine-tuning and frozen base (warm cache)."""
+    import tempfile
+
+    from unifar import UniFAR, UniFARConfig
+    from unifar.data.ftu import FTUDataset, load_ftus
+    from unifar.model import TokenStateCache
+    from unifar.train import TrainArgs, train
+
+    data = load_ftus(args.train_ftus)
+    cfg = UniFARConfig(base_model=args.model, max_tokens=args.max_length)
+    per_step = cfg.batch_size * cfg.grad_accumulation
+    sub = FTUDataset(ftus=data.ftus[: per_step * args.train_steps], documents=data.documents)
+    out = []
+    for mode, freeze in (("full fine-tuning", False), ("frozen base, cached states", True)):
+        model = UniFAR(cfg, device=device)
+        cache = TokenStateCache() if freeze else None
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        with tempfile.TemporaryDirectory() as tmp:
+            if freeze:  # one untimed pass fills the cache, as every epoch after the first sees it
+                train(None, sub, TrainArgs(output_dir=f"{tmp}/warm", freeze_base=True, progress=False, device=str(device),
+                                           save_every=10**6), model=UniFAR(cfg, device=device), state_cache=cache)
+            res = train(None, sub, TrainArgs(output_dir=f"{tmp}/run", freeze_base=freeze, progress=False, device=str(device),
+                                             save_every=10**6), model=model, state_cache=cache)
+        info = res.run_info
+        out.append({"mode": mode, "steps": info["steps"], "ftus_per_step": per_step, "ftus_per_s": info["ftus_per_second"],
+                    "seconds": info["train_loop_seconds"], "bf16": info["bf16"], "peak_mib": _peak_mib(device)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="minilm")
@@ -36,6 +83,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--evaluate", action="store_true", help="also score CSFCube (needs all papers)")
+    ap.add_argument("--train-ftus", default=None, help="FTU folder: also time training steps")
+    ap.add_argument("--train-steps", type=int, default=2, help="optimizer steps timed per training mode")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -117,12 +166,25 @@ def main(argv: list[str] | None = None) -> dict:
             res = evaluate_csfcube_rankings(rank_pools(score, data), data)
             scores[f"{system}/{precision}"] = {k: round(v["map"], 2) for k, v in res.items()}
 
+    training = _time_training(args, device) if args.train_ftus else []
+    eval_seconds = None
+    if args.evaluate and not args.n_docs:
+        from unifar.evaluate import unifar_score_fn
+
+        _sync(device)
+        t0 = time.perf_counter()
+        res = evaluate_csfcube_rankings(rank_pools(unifar_score_fn(unifar, data, args.batch_size, show_progress=False), data), data)
+        _sync(device)
+        eval_seconds = round(time.perf_counter() - t0, 1)
+        scores["unifar/full-evaluation"] = {k: round(v["map"], 2) for k, v in res.items()}
+
     report = {
         "model": args.model, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "batch_size": args.batch_size,
         "max_length": args.max_length, "rows": rows, "unifar_over_mean": ratios,
         "bf16_vs_fp32_min_cosine": agreement, "csfcube_map": scores,
+        "training": training, "csfcube_full_evaluation_seconds": eval_seconds, "peak_memory_mib": _peak_mib(device),
     }
     print(f"{'system':8} {'prec':5} {'docs':>6} {'seconds':>8} {'docs/s':>8} {'tokens':>9} {'peak MiB':>9}")
     for r in rows:
@@ -132,6 +194,12 @@ def main(argv: list[str] | None = None) -> dict:
         print("bf16 vs fp32, min cosine:", agreement)
     for k, v in scores.items():
         print("CSFCube MAP", k, v)
+    for r in training:
+        print(f"training ({r['mode']}): {r['ftus_per_s']} FTUs/s over {r['steps']} steps of {r['ftus_per_step']} FTUs, "
+              f"peak {r['peak_mib']} MiB")
+    if eval_seconds is not None:
+        print(f"full CSFCube evaluation (UniFAR, encode + rank): {eval_seconds} s")
+    print("peak memory (MiB):", report["peak_memory_mib"])
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
