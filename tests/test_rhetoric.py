@@ -390,3 +390,70 @@ def test_csabstruct_csfcube_overlap_is_32_abstracts():
     assert by_split == {"train": 21, "dev": 8, "test": 3}
     assert len(kept) == 1668 + 295 + 226 - 32
     assert not {d["id"] for d in kept} & {h.training_id for h in report.hits}
+
+
+# ----------------------------------------------------------------------------- chapter 2 helpers
+
+
+def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_encoder):
+    from unifar.rhetoric import embed_in_length_chunks
+
+    sents, _ = toy_sentences()
+    sents = sents[:13] + ["x", "A much longer sentence " * 5]
+    tiny_encoder.eval()  # no dropout: the pieces must give the one-pass result exactly
+    one = embed_in_length_chunks(tiny_encoder, sents, 1)
+    assert torch.allclose(one, tiny_encoder(sents, normalize=False))
+    for chunks in (2, 3, 7, 100):
+        got = embed_in_length_chunks(tiny_encoder, sents, chunks)
+        assert got.shape == one.shape
+        assert torch.allclose(got, one, atol=1e-5), chunks
+    # gradients flow back to the encoder through the re-ordering
+    tiny_encoder.zero_grad()
+    embed_in_length_chunks(tiny_encoder, sents, 3)[-1].sum().backward()
+    grads = [p.grad for p in tiny_encoder.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_finetune_with_length_chunks_records_the_setting(tiny_encoder):
+    sents, labels = toy_sentences()
+    hist = finetune(tiny_encoder, sents, labels, loss="ms", epochs=2, lr=1e-3, seed=0, device="cpu", length_chunks=3)
+    assert len(hist) == 2 and hist.settings["length_chunks"] == 3
+    assert all(math.isfinite(v) for v in hist)
+
+
+def test_stratified_sample_keeps_proportions_and_is_seeded():
+    from unifar.rhetoric import stratified_sample
+
+    labels = ["a"] * 60 + ["b"] * 30 + ["c"] * 10
+    idx = stratified_sample(labels, 20, seed=0)
+    assert len(idx) == 20 and idx == sorted(set(idx))
+    assert Counter(labels[i] for i in idx) == {"a": 12, "b": 6, "c": 2}
+    assert stratified_sample(labels, 20, seed=0) == idx
+    assert stratified_sample(labels, 20, seed=1) != idx
+    assert stratified_sample(labels, None) == list(range(100)) == stratified_sample(labels, 500)
+    # a label with a single item is kept (scikit-learn cannot stratify it)
+    odd = labels + ["z"]
+    sub = stratified_sample(odd, 11, seed=0)
+    assert len(sub) == 11 and 100 in sub
+    with pytest.raises(ValueError):
+        stratified_sample(labels, 2)  # fewer than the three labels
+    with pytest.raises(ValueError):
+        stratified_sample(labels, 0)
+
+
+def test_facet_scores_report_cohens_kappa():
+    from sklearn.metrics import cohen_kappa_score
+
+    from unifar.data.labeller import facet_scores
+
+    gold = ["background", "method", "result", "method", "background", "result"]
+    assert facet_scores(gold, gold)["cohen_kappa"] == pytest.approx(1.0)
+    pred = ["background", "result", "result", "method", None, "background"]
+    # observed agreement 3/6; chance agreement from the marginals (None is its own category)
+    p_o = 0.5
+    g = Counter(gold)
+    p = Counter(x if x is not None else "none" for x in pred)
+    p_e = sum(g[c] * p[c] for c in set(g) | set(p)) / 36
+    res = facet_scores(gold, pred)
+    assert res["cohen_kappa"] == pytest.approx((p_o - p_e) / (1 - p_e))
+    assert res["cohen_kappa"] == pytest.approx(cohen_kappa_score(gold, [x or "none" for x in pred]))

@@ -71,8 +71,10 @@ __all__ = [
     "mean_pool",
     "SentenceEncoder",
     "FinetuneHistory",
+    "embed_in_length_chunks",
     "finetune",
     "encode_labels",
+    "stratified_sample",
     "retrieval_scores",
 ]
 
@@ -441,6 +443,27 @@ class SentenceEncoder(nn.Module):
 # ----------------------------------------------------------------------------- training
 
 
+def embed_in_length_chunks(encoder: SentenceEncoder, sentences: Sequence[str], chunks: int = 1) -> torch.Tensor:
+    """Unnormalised embeddings [N, d] of ``sentences`` (with gradients), computed in ``chunks``
+    forward passes over length-sorted pieces and returned in the input order.
+
+    A batch is padded to its longest sentence, so a PK batch of mixed lengths wastes most of its
+    compute on padding; sorting by length (characters) and encoding in pieces pads each piece
+    only to its own longest sentence. The result equals one pass over the whole batch (masked
+    attention and masked mean pooling ignore padding) up to floating-point rounding.
+    """
+    sentences = list(sentences)
+    chunks = max(1, min(int(chunks), len(sentences)))
+    if chunks == 1:
+        return encoder(sentences, normalize=False)
+    order = np.argsort([len(s) for s in sentences], kind="stable")
+    pieces = [p for p in np.array_split(order, chunks) if len(p)]
+    emb = torch.cat([encoder([sentences[i] for i in p], normalize=False) for p in pieces])
+    inverse = torch.empty(len(sentences), dtype=torch.long)
+    inverse[torch.as_tensor(np.concatenate(pieces))] = torch.arange(len(sentences))
+    return emb[inverse.to(emb.device)]
+
+
 def encode_labels(labels: Sequence[Hashable] | torch.Tensor) -> tuple[torch.Tensor, list[Hashable]]:
     """Integer ids (int64 tensor) and the sorted distinct labels they index.
 
@@ -486,6 +509,7 @@ def finetune(
     head_lr: float | None = None,
     validation: tuple[Sequence[str], Sequence[Hashable]] | None = None,
     bf16: bool | None = None,
+    length_chunks: int = 1,
 ) -> FinetuneHistory:
     """Fine-tune ``encoder`` in place with a metric-learning loss on PK batches (paper 002,
     section 3.3 and appendix B): Adam, learning rate ``lr`` (2e-5), ``epochs`` passes of
@@ -497,7 +521,10 @@ def finetune(
     keep the weights of the epoch with the best MAP@R (the paper's model selection, section
     4.1). The global torch seed is set to ``seed``: on the CPU the result is deterministic.
     On CUDA the encoder runs under bfloat16 autocast (``bf16``, default: on CUDA only); the loss
-    is computed in float32. Returns the per-step losses (:class:`FinetuneHistory`).
+    is computed in float32. ``length_chunks > 1`` runs the encoder on each PK batch in that many
+    length-sorted pieces (:func:`embed_in_length_chunks`): the loss still sees the whole batch,
+    only padding is saved (a CPU speed-up; dropout draws differ, nothing else). Returns the
+    per-step losses (:class:`FinetuneHistory`).
     """
     from tqdm.auto import tqdm
 
@@ -529,6 +556,7 @@ def finetune(
     history.settings = {
         "loss": loss.name, **loss.hparams, "P": P, "K": K, "lr": lr, "head_lr": head_lr if head_lr is not None else lr,
         "epochs": epochs, "steps": total, "seed": seed, "device": str(dev), "bf16": use_bf16,
+        "length_chunks": length_chunks,
     }
     best_score, best_state = -math.inf, None
     bar = tqdm(total=total, desc=f"fine-tuning ({loss.name})", disable=not (progress if progress is not None else total >= 50))
@@ -540,7 +568,7 @@ def finetune(
             if step >= total:
                 break
             with ctx():
-                emb = encoder([sentences[i] for i in batch], normalize=False)
+                emb = embed_in_length_chunks(encoder, [sentences[i] for i in batch], length_chunks)
             value = loss(emb.float(), y[batch].to(dev))
             opt.zero_grad(set_to_none=True)
             value.backward()
@@ -566,6 +594,38 @@ def finetune(
 
 
 # ----------------------------------------------------------------------------- evaluation
+
+
+def stratified_sample(labels: Sequence[Hashable], n: int | None, seed: int = 0) -> list[int]:
+    """Indices (sorted) of a seeded random subsample of ``n`` items whose label proportions
+    match those of ``labels`` (scikit-learn's stratified split; every label keeps at least one
+    item when ``n`` allows). ``n`` of ``None`` or at least ``len(labels)``: all indices.
+
+    >>> stratified_sample(["a"] * 6 + ["b"] * 3, 3, seed=0) == stratified_sample(["a"] * 6 + ["b"] * 3, 3, seed=0)
+    True
+    >>> stratified_sample(["a", "b"], None)
+    [0, 1]
+    """
+    labels = list(labels)
+    if n is None or n >= len(labels):
+        return list(range(len(labels)))
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    from sklearn.model_selection import train_test_split
+
+    ids, classes = encode_labels(labels)
+    if n < len(classes):
+        raise ValueError(f"n = {n} is smaller than the number of labels ({len(classes)})")
+    counts = torch.bincount(ids)
+    if int(counts.min()) < 2:  # scikit-learn cannot stratify a label with one item: keep those
+        single = [i for i, c in enumerate(ids.tolist()) if counts[c] < 2]
+        rest = [i for i, c in enumerate(ids.tolist()) if counts[c] >= 2]
+        if n - len(single) < 1:
+            raise ValueError("n too small to keep every single-item label")
+        sub = stratified_sample([labels[i] for i in rest], n - len(single), seed)
+        return sorted(single + [rest[i] for i in sub])
+    chosen, _ = train_test_split(np.arange(len(labels)), train_size=n, stratify=ids.numpy(), random_state=seed)
+    return sorted(int(i) for i in chosen)
 
 
 def retrieval_scores(

@@ -109,14 +109,21 @@ def _labelled_sentences(docs: Sequence[Mapping[str, Any]]) -> tuple[list[str], l
 
 
 def facet_scores(gold: Sequence[str], pred: Sequence[str | None]) -> dict[str, Any]:
-    """Accuracy, macro-F1 over the three facets and per-class precision / recall / F1 / support
-    (scikit-learn), plus the confusion matrix (rows gold, columns predicted, in :data:`FACETS`
-    order and a last column for ``None``). A ``None`` prediction counts as wrong.
+    """Accuracy, macro-F1 over the three facets, Cohen's kappa (agreement beyond chance, for
+    comparing two labellers when ``gold`` is itself predicted) and per-class precision / recall /
+    F1 / support (scikit-learn), plus the confusion matrix (rows gold, columns predicted, in
+    :data:`FACETS` order and a last column for ``None``). A ``None`` prediction counts as wrong.
 
     >>> facet_scores(["method", "result", "result"], ["method", "result", None])["accuracy"]
     0.6666666666666666
     """
-    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+    from sklearn.metrics import (
+        accuracy_score,
+        cohen_kappa_score,
+        confusion_matrix,
+        f1_score,
+        precision_recall_fscore_support,
+    )
 
     if len(gold) != len(pred):
         raise ValueError(f"{len(gold)} gold labels but {len(pred)} predictions")
@@ -128,6 +135,7 @@ def facet_scores(gold: Sequence[str], pred: Sequence[str | None]) -> dict[str, A
         "n": len(gold),
         "accuracy": float(accuracy_score(gold, pred_)),
         "macro_f1": float(f1_score(gold, pred_, labels=names, average="macro", zero_division=0)),
+        "cohen_kappa": float(cohen_kappa_score(gold, pred_, labels=names + ["none"])) if gold else float("nan"),
         "per_class": {
             c: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])}
             for i, c in enumerate(names)
