@@ -1,11 +1,39 @@
-"""Small file utilities shared by the library (hashing, for provenance and integrity checks)."""
+"""Small file utilities shared by the library: hashing (provenance, integrity checks) and
+atomic folder writes (checkpoints, FTU folders), so an interrupted run never leaves half a folder."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable
 
-__all__ = ["sha256_file"]
+__all__ = ["sha256_file", "atomic_dir"]
+
+
+def atomic_dir(final: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a fresh temporary sibling folder, then rename it to ``final``
+    (replacing an existing one); on any error the temporary folder is removed and ``final`` is
+    left as it was."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        if final.exists():
+            old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
 
 
 def sha256_file(path: str | os.PathLike[str], block_size: int = 1 << 22) -> str:

@@ -40,7 +40,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -51,6 +50,7 @@ import torch
 from torch import nn
 
 from .config import UniFARConfig
+from .files import atomic_dir
 from .losses import LossTerms, doc_doc_loss, kl_attention_loss, question_doc_loss, total_loss
 from .model import TokenStateCache, UniFAR, pick_device
 from .text import Batch, EncodedInput, collate
@@ -493,26 +493,6 @@ def _set_rng_state(s: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(s["cuda"])
 
 
-def _atomic_dir(final: Path, write: Callable[[Path], None]) -> Path:
-    """Write a folder under a temporary name, then rename it into place (replacing an old one)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        write(tmp)
-        if final.exists():
-            old = final.parent / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
-
-
 # ================================================================================ run facts
 def _git_commit() -> dict[str, Any] | None:
     here = Path(__file__).resolve().parent
@@ -838,7 +818,7 @@ def _train(
             torch.save(states, d / "rng_state.pt")
             (d / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n", encoding="utf-8")
 
-        path = _atomic_dir(out_dir / CHECKPOINTS / f"step-{at_step:06d}", write)
+        path = atomic_dir(out_dir / CHECKPOINTS / f"step-{at_step:06d}", write)
         for _, old in _checkpoints(out_dir)[: -args.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
         return path
@@ -967,7 +947,7 @@ def _train(
     final_dir = None
     run_info: dict[str, Any] = {}
     if is_main:
-        final_dir = _atomic_dir(out_dir / "final", lambda d: model.save_pretrained(d))
+        final_dir = atomic_dir(out_dir / "final", lambda d: model.save_pretrained(d))
         run_info = {
             **run_base,
             "status": "finished",

@@ -33,15 +33,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ..files import sha256_file
+from ..files import atomic_dir, sha256_file
 from ..text import split_sentences
 from .csfcube import FACETS
 from .questions import Question, QuestionGenerator
@@ -403,10 +401,7 @@ def write_ftus(
         order.update(dict.fromkeys(documents))
     docs = [validate_document(documents[d], f"document {d!r}") for d in order]
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    def write(tmp: Path) -> None:
         with open(tmp / "documents.jsonl", "w", encoding="utf-8") as f:
             for doc in docs:
                 f.write(json.dumps(doc, ensure_ascii=False) + "\n")
@@ -431,16 +426,8 @@ def write_ftus(
             },
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if folder.exists():
-            old = folder.parent / f".{folder.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(folder, old)
-            os.replace(tmp, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    atomic_dir(folder, write)
     return folder
 
 
