@@ -306,7 +306,9 @@ def test_cli_train_arguments():
     assert a.max_steps == 5 and a.resume
     a = p.parse_args(["train", "--ftus", "F", "--output", "O", "--base-model", "minilm", "--ablation", "w/o L_KL"])
     cfg = _train_config(a)
-    assert cfg.base_model == "minilm" and cfg.lr_base == 2e-5 and not cfg.use_kl_loss
+    assert cfg.base_model == "minilm" and cfg.lr_base == 2e-5 and not cfg.use_kl_loss and cfg.train_values
+    cfg = _train_config(p.parse_args(["train", "--ftus", "F", "--output", "O", "--freeze-base", "--fixed-values"]))
+    assert not cfg.train_values
 
 
 def test_plot_losses(tmp_path):
@@ -375,3 +377,21 @@ def test_a_question_without_document_positives_still_gives_l_qd(make_model):
     both = ftu_batch_loss(model, [u, ds.ftus[1]], ds.documents).as_floats()
     alone = ftu_batch_loss(model, [ds.ftus[1]], ds.documents).as_floats()
     assert both["l_dd"] == pytest.approx(alone["l_dd"], rel=1e-5)  # L_DD: mean over facets with a positive
+
+
+def test_fixed_values_learn_only_where_to_attend(make_model, tmp_path):
+    """train_values=False: V rows and out_proj of both attentions keep their init (no weight
+    decay either); Q/K rows, anchors and the query MLP still train."""
+    model = make_model(**small(train_values=False))
+    h = model.hidden_size
+    init = {k: v.detach().clone() for k, v in model.state_dict().items() if not k.startswith("base.")}
+    res = train(None, make_dataset(8), args_for(tmp_path, max_steps=3, freeze_base=True), model=model)
+    after = {k: v.detach() for k, v in res.model.state_dict().items() if not k.startswith("base.")}
+    for mha in ("mha_sent", "mha_tok"):
+        assert torch.equal(after[f"{mha}.in_proj_weight"][2 * h :], init[f"{mha}.in_proj_weight"][2 * h :])
+        assert torch.equal(after[f"{mha}.in_proj_bias"][2 * h :], init[f"{mha}.in_proj_bias"][2 * h :])
+        assert torch.equal(after[f"{mha}.out_proj.weight"], init[f"{mha}.out_proj.weight"])
+    assert not torch.equal(after["mha_sent.in_proj_weight"][:h], init["mha_sent.in_proj_weight"][:h])
+    assert not torch.equal(after["anchors"], init["anchors"])
+    decayed = [p for g in make_optimizer(res.model, res.model.config).param_groups if g["weight_decay"] > 0 for p in g["params"]]
+    assert all(p is not res.model.mha_sent.in_proj_weight for p in decayed)

@@ -262,6 +262,9 @@ def _add_train_parser(sub: Any) -> None:
     tr.add_argument("--max-loss", type=float, default=100.0, metavar="X", help="stop when the loss exceeds X (default 100)")
     tr.add_argument("--freeze-base", action="store_true",
                     help="train only the anchors and the aggregation module over cached base states (our CPU profile)")
+    tr.add_argument("--fixed-values", action="store_true",
+                    help="keep the attentions' value/output projections at their init (train_values=False; "
+                         "chapter 4's CPU profile, with --freeze-base)")
     tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     tr.set_defaults(subparser=tr)
 
@@ -279,6 +282,8 @@ def _train_config(args: argparse.Namespace) -> Any:
         d["base_model"] = args.base_model
     if args.max_tokens is not None:
         d["max_tokens"] = args.max_tokens
+    if getattr(args, "fixed_values", False):
+        d["train_values"] = False
     cfg = UniFARConfig.from_dict(d)
     return cfg.ablation(args.ablation) if args.ablation else cfg
 

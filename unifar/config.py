@@ -36,6 +36,12 @@ class UniFARConfig:
     # states, i.e. at the base encoder's quality. "random": PyTorch's default initialisation.
     init: str = "identity"
     init_qk_std: float = 0.02
+    # False = the value and output projections of MHA_sent and MHA_tok stay at their initial
+    # values and only *where* each facet attends is learned (anchors, E_input, query MLP, Q/K):
+    # with the identity init every facet embedding stays a weighted mean of the base encoder's
+    # states, in the base's own space. Our CPU default (a few thousand weak FTUs); the paper
+    # trains them (True).
+    train_values: bool = True
     seed: int = 0  # seeds the aggregation module's initialisation
 
     # --- training (section 4.2, appendix A) ----------------------------------------------

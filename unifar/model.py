@@ -197,6 +197,8 @@ class UniFAR(nn.Module):
             self.mha_tok = nn.MultiheadAttention(h, config.num_heads, dropout=config.dropout, batch_first=True)
             if config.init == "identity":
                 self._identity_init()
+        if not config.train_values:
+            self._fix_value_projections()
         if init_anchors:
             self.init_anchors_from_words()
         self.to(pick_device(device))
@@ -219,6 +221,24 @@ class UniFAR(nn.Module):
                 mha.out_proj.bias.zero_()
             self.query_mlp[-1].weight.zero_()
             self.query_mlp[-1].bias.zero_()
+
+    def _fix_value_projections(self) -> None:
+        """Keep V and the output projection of both attentions at their initial values.
+
+        ``nn.MultiheadAttention`` packs Q, K and V in one ``in_proj_weight`` [3h, h], so the V rows
+        are fixed by zeroing their gradient (Adam then never moves them) and the whole packed
+        matrix is excluded from weight decay (``_unifar_no_decay``, read by the optimiser), which
+        would otherwise shrink V a little every step.
+        """
+        h = self.hidden_size
+        keep = torch.ones(3 * h)
+        keep[2 * h :] = 0.0
+        for mha in (self.mha_sent, self.mha_tok):
+            mha.out_proj.weight.requires_grad_(False)
+            mha.out_proj.bias.requires_grad_(False)
+            mha.in_proj_weight.register_hook(lambda g, k=keep: g * k.to(g).unsqueeze(1))
+            mha.in_proj_bias.register_hook(lambda g, k=keep: g * k.to(g))
+            mha.in_proj_weight._unifar_no_decay = True
 
     @torch.no_grad()
     def init_anchors_from_words(self) -> None:

@@ -425,8 +425,9 @@ def make_optimizer(model: UniFAR, config: UniFARConfig) -> torch.optim.AdamW:
     lrs = {"base": config.lr_base, "anchors": config.lr_anchors, "aggregation": config.lr_aggregation}
     groups = []
     for name, params in model.parameter_groups().items():
-        decay = [p for p in params if p.ndim >= 2]
-        no_decay = [p for p in params if p.ndim < 2]
+        # 1-D tensors, and matrices whose frozen rows must not shrink (train_values=False)
+        decay = [p for p in params if p.ndim >= 2 and not getattr(p, "_unifar_no_decay", False)]
+        no_decay = [p for p in params if p.ndim < 2 or getattr(p, "_unifar_no_decay", False)]
         if decay:
             groups.append({"params": decay, "lr": lrs[name], "weight_decay": config.weight_decay, "name": name})
         if no_decay:
