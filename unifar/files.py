@@ -10,7 +10,25 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["sha256_file", "atomic_dir"]
+__all__ = ["sha256_file", "atomic_dir", "display_path"]
+
+#: the repository root (the folder holding the ``unifar`` package)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """``path`` relative to the repository when it lies inside it (so messages and stored
+    notebook outputs carry no machine-specific prefix), else unchanged.
+
+    >>> display_path(REPO / "data" / "x.tsv")
+    'data/x.tsv'
+    >>> display_path("/elsewhere/x.tsv")
+    '/elsewhere/x.tsv'
+    """
+    try:
+        return Path(path).resolve().relative_to(REPO).as_posix()
+    except (ValueError, OSError):
+        return str(path)
 
 
 def atomic_dir(final: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:

@@ -146,7 +146,9 @@ def encode_inputs(
     flat: list[str] = []
     for title, sentences in texts:
         flat.extend(([title] if title else []) + list(sentences))
-    ids = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+    # verbose=False: sentences longer than the model's limit are cut below (whole trailing
+    # sentences, then the last one), so the tokenizer's "sequence length" warning is moot here
+    ids = tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"] if flat else []
     out: list[EncodedInput] = []
     k = 0
     for title, sentences in texts:

@@ -23,6 +23,7 @@ on the ``unifar.data`` logger, naming the file).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -243,7 +244,9 @@ def warn_skipped(path: Any, count: int, what: str, stats: dict[str, int], key: s
     """Record ``count`` skipped items under ``stats[key]`` and log one warning naming the file."""
     stats[key] = stats.get(key, 0) + count
     if count:
-        logger.warning("%s: skipped %d %s", path, count, what)
+        from ..files import display_path
+
+        logger.warning("%s: skipped %d %s", display_path(path) if isinstance(path, (str, os.PathLike)) else path, count, what)
 
 
 @dataclass
