@@ -13,8 +13,6 @@ one question's token attention.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.data.pubmedqa import load_pubmedqa
     from unifar.model import TokenStateCache
     from unifar.scoring import qdoc_scores
+    from unifar.files import write_json
     from unifar.suite import git_commit, machine_info
 
     full, train_half = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
@@ -79,9 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     for k, v in pairings.items():
         print(f"{k:<40} MRR@10 {v:6.2f}")
     print("attention entropy", out["attention_entropy"], "| question facet cosine", out["question_facet_cosine"])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_json(args.out, out)}")
     return out
 
 

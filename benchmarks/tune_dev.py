@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.evaluate import aggregate_csfcube, csfcube_per_query, rank_pools, unifar_score_fn
     from unifar.model import TokenStateCache
     from unifar.retrievers import UniFARRetriever
+    from unifar.files import write_json
     from unifar.suite import git_commit, machine_info
     from unifar.train import TrainArgs, train
 
@@ -120,9 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
            "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
            "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
            "seed": args.seed, "max_tokens": args.max_tokens, "runs": runs, "git": git_commit(), "machine": machine_info()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_json(args.out, out)}")
     return out
 
 

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["sha256_file", "atomic_dir", "display_path"]
+__all__ = ["sha256_file", "atomic_dir", "display_path", "write_json"]
 
 #: the repository root (the folder holding the ``unifar`` package)
 REPO = Path(__file__).resolve().parents[1]
@@ -61,3 +61,16 @@ def sha256_file(path: str | os.PathLike[str], block_size: int = 1 << 22) -> str:
         for block in iter(lambda: f.read(block_size), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def write_json(path: str | os.PathLike[str], obj: object, indent: int = 2) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (temporary sibling, then rename; parent
+    folders created), so a killed script never leaves a torn results file."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
+    tmp.write_text(json.dumps(obj, indent=indent, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
