@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .bootstrap import N_RESAMPLES, bootstrap_ci, paired_bootstrap
+from .files import REPO, sha256_file  # REPO: one definition of the repository root
 
 __all__ = [
     "BENCHMARKS",
@@ -63,7 +64,6 @@ __all__ = [
 ]
 
 FORMAT = "unifar-eval/1"
-REPO = Path(__file__).resolve().parents[1]
 SYSTEMS = ("bm25", "mean", "facet-query", "unifar", "unifar-untrained")
 BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval", "doris_mae", "litsearch")
 DEFAULT_BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval")
@@ -117,8 +117,6 @@ def _public_path(path: str | os.PathLike[str] | None) -> str | None:
 
 
 def _file_facts(paths: Sequence[Path], max_bytes: int = 64 << 20) -> dict[str, str]:
-    from .files import sha256_file
-
     return {_public_path(p) or str(p): sha256_file(p) for p in paths if p.is_file() and p.stat().st_size <= max_bytes}
 
 
