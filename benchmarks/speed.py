@@ -11,7 +11,8 @@ Training (``--train-ftus DIR``): optimizer steps of the paper's batch (4 FTUs x 
 on an FTU folder, once with every parameter trained (the paper) and once with the base frozen
 and its states cached (our CPU default; timed after one warm-up pass fills the cache).
 ``--evaluate`` times the full CSFCube test evaluation of UniFAR (encoding 4,205 papers and
-ranking 50 pools) and reports its MAP. Peak memory: CUDA's max allocated, else the process RSS.
+ranking 50 pools) and reports its MAP; with ``--n-docs 0`` it also scores the embeddings of every
+timed run (so a bf16 run that hurts retrieval shows up). Peak memory: CUDA's max allocated, else the process RSS.
 
     python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/default
     python benchmarks/speed.py --model minilm --device cuda --precision fp32 bf16 --evaluate --train-ftus DIR
@@ -20,7 +21,6 @@ ranking 50 pools) and reports its MAP. Peak memory: CUDA's max allocated, else t
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from contextlib import nullcontext
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-length", type=int, default=512)
     ap.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--evaluate", action="store_true", help="also score CSFCube (needs all papers)")
+    ap.add_argument("--evaluate", action="store_true", help="also time a full CSFCube evaluation of UniFAR "
+                    "(and, with --n-docs 0, score every timed run's embeddings)")
     ap.add_argument("--train-ftus", default=None, help="FTU folder: also time training steps")
     ap.add_argument("--train-steps", type=int, default=2, help="optimizer steps timed per training mode")
     ap.add_argument("--json", default=None)
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     training = _time_training(args, device) if args.train_ftus else []
     eval_seconds = None
-    if args.evaluate and not args.n_docs:
+    if args.evaluate:  # always the whole collection, whatever --n-docs timed above
         from unifar.evaluate import unifar_score_fn
 
         _sync(device)
@@ -201,8 +202,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"full CSFCube evaluation (UniFAR, encode + rank): {eval_seconds} s")
     print("peak memory (MiB):", report["peak_memory_mib"])
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        from unifar.files import write_json
+
+        print(f"wrote {write_json(args.json, report)}")
     return report
 
 

@@ -102,3 +102,26 @@ def test_mean_pooling_encoder_order_norm_and_padding(tiny_encoder_dir: Path) -> 
     torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-5)  # order restored, padding masked
     assert enc.encode([]).shape == (0, 32)
     assert enc.sep_token == "[SEP]"
+
+
+def test_mean_pooling_cache_reuses_and_tracks_weights(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    enc = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=64, batch_size=2, device="cpu", show_progress=False, cache_dir=cache)
+    texts = ["graph neural networks", "we measure retrieval", "results improve"]
+    first = enc.encode(texts)
+    files = sorted(cache.glob("mean-*.safetensors"))
+    assert len(files) == 1 and not list(cache.glob(".tmp-*"))
+    # a second encoder (another chapter) loads the file instead of running the model
+    again = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=64, batch_size=2, device="cpu", show_progress=False, cache_dir=cache)
+    again._encode = lambda _texts: pytest.fail("the cached embeddings were not used")  # type: ignore[method-assign]
+    assert torch.equal(again.encode(texts), first)
+    # other texts, another max_length or changed weights are other keys
+    assert again.cache_key(texts[:2]) != again.cache_key(texts)
+    other_len = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=32, device="cpu", show_progress=False, cache_dir=cache)
+    assert other_len.cache_key(texts) != enc.cache_key(texts)
+    key = enc.cache_key(texts)
+    with torch.no_grad():
+        next(enc.model.parameters()).add_(0.01)
+    assert enc.cache_key(texts) != key
+    assert not torch.equal(enc.encode(texts), first)
+    assert len(list(cache.glob("mean-*.safetensors"))) == 2

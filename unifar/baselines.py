@@ -17,8 +17,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -142,6 +146,7 @@ class MeanPoolingEncoder:
         batch_size: int = 32,
         device: str | torch.device | None = None,
         show_progress: bool = True,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         from .base_models import load_encoder
 
@@ -153,6 +158,7 @@ class MeanPoolingEncoder:
         self.max_length = max_length
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         encoder, self.tokenizer = load_encoder(model)
         self.model = encoder.eval().to(self.device)
@@ -168,11 +174,46 @@ class MeanPoolingEncoder:
 
         e = sum_t m_t h_t / sum_t m_t over the attention mask m; batches are formed from
         length-sorted texts to limit padding, then the original order is restored.
+        With ``cache_dir`` set, the result of a call is stored there under a hash of the model,
+        ``max_length`` and the texts, and an identical later call (another chapter encoding the
+        same collection) loads it instead of running the encoder.
         """
         texts = list(texts)
         hidden = self.model.config.hidden_size
         if not texts:
             return torch.empty(0, hidden)
+        if self.cache_dir is None:
+            return self._encode(texts)
+        from safetensors.torch import load_file, save_file
+
+        path = self.cache_dir / f"mean-{self.cache_key(texts)}.safetensors"
+        if path.exists():
+            out = load_file(path)["embeddings"]
+            if out.shape == (len(texts), hidden):
+                return out
+        out = self._encode(texts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
+        save_file({"embeddings": out.contiguous()}, str(tmp))
+        os.replace(tmp, path)  # atomic: a killed run never leaves a torn cache file
+        return out
+
+    def cache_key(self, texts: Sequence[str]) -> str:
+        """SHA-256 (hex, 24 chars) of the encoder's weights, ``max_length`` and ``texts``.
+
+        The weights are hashed on every call (well under a second for MiniLM), so an encoder
+        fine-tuned in memory never reads embeddings cached for its earlier weights.
+        """
+        h = hashlib.sha256(f"{self.max_length}|{len(texts)}".encode())
+        for name, tensor in self.model.state_dict().items():
+            h.update(name.encode())
+            h.update(tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        for t in texts:
+            h.update(b"\x00" + t.encode("utf-8", "surrogatepass"))
+        return h.hexdigest()[:24]
+
+    def _encode(self, texts: list[str]) -> torch.Tensor:
+        hidden = self.model.config.hidden_size
         enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)
         order = np.argsort([-len(ids) for ids in enc["input_ids"]], kind="stable")
         out = torch.empty(len(texts), hidden)

@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--save-rankings", metavar="DIR", help="also write the rankings in the upstream format")
     ev.add_argument("--data-dir", metavar="DIR", help="CSFCube folder (default: the repository's data/csfcube)")
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    ev.add_argument("--cache-dir", metavar="DIR", help="store mean-pooling embeddings here and reuse them when the same "
+                    "encoder encodes the same texts again (default: no cache)")
     al = ev.add_argument_group("evaluate all")
     al.add_argument("--systems", metavar="LIST", help="comma-separated, from bm25,mean,facet-query,unifar,unifar-untrained "
                     "(default: bm25,mean,facet-query,unifar, plus unifar-untrained for a checkpoint)")
@@ -123,7 +125,8 @@ def _score_fn(args: argparse.Namespace, data: Any, method: str):
     if method == "bm25":
         return bm25_score_fn(data)
     if method in ("mean", "facet-query"):
-        enc = MeanPoolingEncoder(args.model, args.max_length or 512, args.batch_size, args.device, show_progress=progress)
+        enc = MeanPoolingEncoder(args.model, args.max_length or 512, args.batch_size, args.device, show_progress=progress,
+                                 cache_dir=args.cache_dir)
         return mean_pooling_score_fn(enc, data, facet_query=method == "facet-query", query_title=not args.no_query_title)
     model = _load_unifar(args.model, args.max_length, args.device)
     return unifar_score_fn(model, data, batch_size=args.batch_size, show_progress=progress)
@@ -224,7 +227,7 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         doris_levels=_split_list(args.doris_levels) or (), litsearch=args.litsearch, csfcube_split=args.split,
         scirepeval_part=args.scirepeval_part, exclude_self=args.exclude_self, query_title=not args.no_query_title,
         data_dirs={"csfcube": args.data_dir} if args.data_dir else None, n_resamples=args.n_resamples, seed=args.seed,
-        show_progress=not args.no_progress,
+        show_progress=not args.no_progress, cache_dir=args.cache_dir,
     )
     print(format_results(result))
     print(f"wall time {result['meta']['wall_seconds']:.1f} s")
@@ -264,7 +267,7 @@ def _add_train_parser(sub: Any) -> None:
                     help="train only the anchors and the aggregation module over cached base states (our CPU profile)")
     tr.add_argument("--fixed-values", action="store_true",
                     help="keep the attentions' value/output projections at their init (train_values=False; "
-                         "chapter 4's CPU profile, with --freeze-base)")
+                         "chapter 4's CPU profile, with --freeze-base and --ablation 'w/o MHA_tok')")
     tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     tr.set_defaults(subparser=tr)
 

@@ -286,12 +286,15 @@ def build_retrievers(
     device: str | None = None,
     show_progress: bool = True,
     query_title: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The retrievers for ``systems`` and facts about them (which model is trained, the base).
 
     ``model``: a UniFAR checkpoint folder, a base encoder name (``minilm``, ``mpnet``, hub id,
     path), or a :class:`unifar.UniFAR` instance (tests, notebooks). ``systems=None`` gives
     ``bm25, mean, facet-query, unifar`` and, for a trained model, also ``unifar-untrained``.
+    ``cache_dir``: where the mean-pooling baselines store and reuse their embeddings
+    (:class:`unifar.baselines.MeanPoolingEncoder`); None encodes every time.
     """
     import dataclasses
 
@@ -332,7 +335,8 @@ def build_retrievers(
             if encoder is None:
                 from .baselines import MeanPoolingEncoder
 
-                encoder = MeanPoolingEncoder(base, max_length or 512, batch_size, device, show_progress=show_progress)
+                encoder = MeanPoolingEncoder(base, max_length or 512, batch_size, device, show_progress=show_progress,
+                                             cache_dir=cache_dir)
             out.append(MeanPoolingRetriever(encoder, facet_query=key == "facet-query", query_title=query_title))
         elif key == "unifar-trained":  # a checkpoint keeps its own max_tokens unless max_length is given
             m = load_unifar(trained, max_length, device) if isinstance(trained, str) else trained
@@ -487,6 +491,7 @@ def evaluate_all(
     show_progress: bool = True,
     retrievers: Sequence[Any] | None = None,
     log: Callable[[str], None] | None = print,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate systems on benchmarks; returns the JSON-ready result (module docstring).
 
@@ -495,6 +500,8 @@ def evaluate_all(
     (fold1_dev, for tuning). ``scirepeval_part``: ``test`` (reported), ``train`` or ``all``.
     ``data_dirs`` overrides data folders (``{"csfcube": DIR, "cranfield": DIR, ...}``).
     ``retrievers`` replaces the systems built from ``model`` (any :class:`unifar.retrievers.Retriever`).
+    ``cache_dir``: mean-pooling embeddings are stored there and reused by a later identical
+    encoding (e.g. chapter 5 reuses chapter 1's CSFCube embeddings); results are unchanged.
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
@@ -522,7 +529,8 @@ def evaluate_all(
         loaded.extend(LOADERS[name](opts))
         load_seconds[name] = round(time.perf_counter() - t0, 2)
     if retrievers is None:
-        retrievers, facts = build_retrievers(model, systems, base_model, max_length, batch_size, device, show_progress, query_title)
+        retrievers, facts = build_retrievers(model, systems, base_model, max_length, batch_size, device, show_progress, query_title,
+                                               cache_dir)
     else:
         retrievers = list(retrievers)
         facts = {"model": _public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}
