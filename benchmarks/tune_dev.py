@@ -8,6 +8,10 @@ folder (a seeded split; the other 15 % are held out) and measures, per variant:
 * held-out q-doc retrieval: each *real* question of the held-out FTUs (PubMedQA / SciRepEval
   search, origin != icrop) against all documents of the folder, its gold being the document it
   was asked of (MRR@10, R@1); the same for up to 300 held-out cropped questions;
+* PubMedQA within one field, chapter 5's protocol on training data: the PubMedQA **train half**
+  questions against all 1,000 PubMedQA abstracts (MRR@10), for all 500 (most of them trained
+  on) and for those whose FTU is held out. A pool from one field is harder than the mixed
+  folder, and this check caught the question collapse that the mixed one missed;
 * the held-out loss terms.
 
 Every variant shares one cache of base token states (the base is frozen), so the base encoder
@@ -31,6 +35,7 @@ import numpy as np
 
 DEFAULT_GRID = {
     "default (paper lrs, all aggregation parameters)": {},
+    "fixed values + w/o MHA_tok (chapter 4's default)": {"config": {"train_values": False, "use_token_attention": False}},
     "fixed values (V, out_proj kept at init)": {"config": {"train_values": False}},
     "fixed values, lrs x10": {"config": {"train_values": False, "lr_anchors": 2e-4, "lr_aggregation": 5e-4}},
     "w/o L_QD": {"config": {"use_qd_loss": False}},
@@ -41,6 +46,9 @@ DEFAULT_GRID = {
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ftus", default="artifacts/ftus/default")
+    ap.add_argument("--pubmedqa", default="data/pubmedqa_pqal", help="PubMedQA folder (its train half is used)")
+    ap.add_argument("--untrained", default=None, help="JSON {name: config overrides}: untrained rows "
+                    "(default: the identity-initialised model, with and without MHA_tok)")
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
     ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int}}")
@@ -54,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar import UniFAR, UniFARConfig
     from unifar.data.csfcube import FACETS, load_csfcube
     from unifar.data.ftu import FTUDataset, load_ftus
+    from unifar.data.pubmedqa import load_pubmedqa
     from unifar.evaluate import aggregate_csfcube, csfcube_per_query, rank_pools, unifar_score_fn
     from unifar.model import TokenStateCache
     from unifar.retrievers import UniFARRetriever
@@ -77,21 +86,35 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{len(tr)} training / {len(ev)} held-out FTUs; {len(real_q)} real and {len(crop_q)} cropped held-out "
           f"questions against {len(docs)} documents", flush=True)
     cube = load_csfcube("data/csfcube")
-    cube_cache, ftu_cache, qd_cache = TokenStateCache(), TokenStateCache(), TokenStateCache()
+    pm_full, pm_train = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
+    pm_docs = [{"title": d["title"], "sentences": d["sentences"]} for d in pm_full.documents]
+    pm_row = {d["id"]: i for i, d in enumerate(pm_full.documents)}
+    pm_q = [(q["text"], pm_row[next(iter(pm_train.qrels[q["qid"]]))]) for q in pm_train.questions]
+    held_text = {q.text for q in asked if q.origin == "pubmedqa"}
+    pm_held = [i for i, (t, _) in enumerate(pm_q) if t in held_text]
+    print(f"PubMedQA train half: {len(pm_q)} questions ({len(pm_held)} of them held out) against {len(pm_docs)} abstracts",
+          flush=True)
+    cube_cache, ftu_cache, qd_cache, pm_cache = TokenStateCache(), TokenStateCache(), TokenStateCache(), TokenStateCache()
+
+    def ranks(model, cache, questions, documents, gold) -> np.ndarray:
+        r = UniFARRetriever(model, state_cache=cache)
+        scores = r.score(questions, r.index(documents))
+        return (scores > scores[np.arange(len(gold)), gold][:, None]).sum(1) + 1
+
+    def mrr10(rank) -> float:
+        return round(float(np.where(rank <= 10, 1 / rank, 0).mean()) * 100, 2)
 
     def qdoc(model, qs) -> dict:
-        r = UniFARRetriever(model, state_cache=qd_cache)
-        scores = r.score([q for q, _ in qs], r.index(docs))
-        gold = np.array([row_of[d] for _, d in qs])
-        rank = (scores > scores[np.arange(len(qs)), gold][:, None]).sum(1) + 1
-        return {"mrr@10": round(float(np.where(rank <= 10, 1 / rank, 0).mean()) * 100, 2),
-                "r@1": round(float((rank == 1).mean()) * 100, 2)}
+        rank = ranks(model, qd_cache, [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
+        return {"mrr@10": mrr10(rank), "r@1": round(float((rank == 1).mean()) * 100, 2)}
 
     def evaluate(model) -> dict:
         fn = unifar_score_fn(model, cube, show_progress=False, state_cache=cube_cache)
         dev = aggregate_csfcube(csfcube_per_query(rank_pools(fn, cube), cube), cube, split="dev")
+        pm_rank = ranks(model, pm_cache, [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
         return {"fold1_dev_map": {f: round(dev[f]["map"], 2) for f in (*FACETS, "all")},
-                "heldout_real_questions": qdoc(model, real_q), "heldout_crop_questions": qdoc(model, crop_q)}
+                "heldout_real_questions": qdoc(model, real_q), "heldout_crop_questions": qdoc(model, crop_q),
+                "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
 
     def only_real(d):
         keep = [dataclasses.replace(u, questions={f: q for f, q in u.questions.items() if q is not None and q.origin != "icrop"})
@@ -99,10 +122,14 @@ def main(argv: list[str] | None = None) -> dict:
         return FTUDataset(keep, d.documents, d.manifest)
 
     base = UniFAR(UniFARConfig(max_tokens=args.max_tokens))
+    untrained = json.loads(args.untrained) if args.untrained else {
+        "untrained (identity init)": {}, "untrained, w/o MHA_tok": {"use_token_attention": False}}
     runs = {}
-    t0 = time.perf_counter()
-    runs["untrained (identity init)"] = {**evaluate(base), "seconds": round(time.perf_counter() - t0, 1)}
-    print("untrained", runs["untrained (identity init)"], flush=True)
+    for name, over in untrained.items():
+        t0 = time.perf_counter()
+        model = UniFAR(UniFARConfig(**{"max_tokens": args.max_tokens, **over}), base_model=base.base, tokenizer=base.tokenizer)
+        runs[name] = {"spec": {"config": over}, **evaluate(model), "seconds": round(time.perf_counter() - t0, 1)}
+        print(name, runs[name], flush=True)
     for name, spec in grid.items():
         t0 = time.perf_counter()
         cfg = UniFARConfig(**{"max_tokens": args.max_tokens, **spec.get("config", {})})
@@ -120,6 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "and held-out FTU question -> source-document retrieval (percent)",
            "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
            "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
+           "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
            "seed": args.seed, "max_tokens": args.max_tokens, "runs": runs, "git": git_commit(), "machine": machine_info()}
     print(f"wrote {write_json(args.out, out)}")
     return out
