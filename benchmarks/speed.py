@@ -24,7 +24,6 @@ import argparse
 import platform
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
 

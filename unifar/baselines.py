@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 
 from .data.csfcube import FACETS, LABEL_TO_FACET, CSFCube
+from .files import atomic_file
 
 __all__ = [
     "BM25Scorer",
@@ -192,10 +192,7 @@ class MeanPoolingEncoder:
             if out.shape == (len(texts), hidden):
                 return out
         out = self._encode(texts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
-        save_file({"embeddings": out.contiguous()}, str(tmp))
-        os.replace(tmp, path)  # atomic: a killed run never leaves a torn cache file
+        atomic_file(path, lambda tmp: save_file({"embeddings": out.contiguous()}, str(tmp)))
         return out
 
     def cache_key(self, texts: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["sha256_file", "atomic_dir", "display_path", "write_json"]
+__all__ = ["sha256_file", "atomic_dir", "atomic_file", "display_path", "write_json"]
 
 #: the repository root (the folder holding the ``unifar`` package)
 REPO = Path(__file__).resolve().parents[1]
@@ -63,14 +63,26 @@ def sha256_file(path: str | os.PathLike[str], block_size: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def write_json(path: str | os.PathLike[str], obj: object, indent: int = 2) -> Path:
-    """Write ``obj`` as JSON to ``path`` atomically (temporary sibling, then rename; parent
-    folders created), so a killed script never leaves a torn results file."""
-    import json
-
+def atomic_file(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temporary sibling of ``path`` (parent folders created), then
+    rename it to ``path``; on any error the temporary file is removed and ``path`` is untouched,
+    so a killed run never leaves a torn file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
-    tmp.write_text(json.dumps(obj, indent=indent, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_json(path: str | os.PathLike[str], obj: object, indent: int = 2) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically (:func:`atomic_file`), so a killed script
+    never leaves a torn results file."""
+    import json
+
+    text = json.dumps(obj, indent=indent, default=str) + "\n"
+    return atomic_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
