@@ -26,6 +26,7 @@ commit, machine).
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import time
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "(default: the identity-initialised model, with and without MHA_tok)")
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
-    ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int}}")
+    ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, "
+                    "train_top_layers: int}}")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--held-out", type=float, default=0.15, help="fraction of FTUs held out (default 0.15)")
     ap.add_argument("--seed", type=int, default=0)
@@ -94,7 +96,12 @@ def main(argv: list[str] | None = None) -> dict:
     pm_held = [i for i, (t, _) in enumerate(pm_q) if t in held_text]
     print(f"PubMedQA train half: {len(pm_q)} questions ({len(pm_held)} of them held out) against {len(pm_docs)} abstracts",
           flush=True)
-    cube_cache, ftu_cache, qd_cache, pm_cache = TokenStateCache(), TokenStateCache(), TokenStateCache(), TokenStateCache()
+    # One set of caches per number of trained top base layers k: the states entering those
+    # layers are shared by every variant with the same k (k = 0: the frozen base's last states).
+    caches: dict[int, dict[str, TokenStateCache]] = {}
+
+    def cache(k: int, name: str) -> TokenStateCache:
+        return caches.setdefault(k, {}).setdefault(name, TokenStateCache(top_layers=k))
 
     def ranks(model, cache, questions, documents, gold) -> np.ndarray:
         r = UniFARRetriever(model, state_cache=cache)
@@ -104,16 +111,16 @@ def main(argv: list[str] | None = None) -> dict:
     def mrr10(rank) -> float:
         return round(float(np.where(rank <= 10, 1 / rank, 0).mean()) * 100, 2)
 
-    def qdoc(model, qs) -> dict:
-        rank = ranks(model, qd_cache, [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
+    def qdoc(model, qs, k) -> dict:
+        rank = ranks(model, cache(k, "qd"), [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
         return {"mrr@10": mrr10(rank), "r@1": round(float((rank == 1).mean()) * 100, 2)}
 
-    def evaluate(model) -> dict:
-        fn = unifar_score_fn(model, cube, show_progress=False, state_cache=cube_cache)
+    def evaluate(model, k: int = 0) -> dict:
+        fn = unifar_score_fn(model, cube, show_progress=False, state_cache=cache(k, "cube"))
         dev = aggregate_csfcube(csfcube_per_query(rank_pools(fn, cube), cube), cube, split="dev")
-        pm_rank = ranks(model, pm_cache, [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
+        pm_rank = ranks(model, cache(k, "pm"), [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
         return {"fold1_dev_map": {f: round(dev[f]["map"], 2) for f in (*FACETS, "all")},
-                "heldout_real_questions": qdoc(model, real_q), "heldout_crop_questions": qdoc(model, crop_q),
+                "heldout_real_questions": qdoc(model, real_q, k), "heldout_crop_questions": qdoc(model, crop_q, k),
                 "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
 
     def only_real(d):
@@ -133,14 +140,16 @@ def main(argv: list[str] | None = None) -> dict:
     for name, spec in grid.items():
         t0 = time.perf_counter()
         cfg = UniFARConfig(**{"max_tokens": args.max_tokens, **spec.get("config", {})})
-        model = UniFAR(cfg, base_model=base.base, tokenizer=base.tokenizer)
+        k = int(spec.get("train_top_layers", 0))
+        # a variant that trains base layers gets its own copy of the base; the others share it
+        model = UniFAR(cfg, base_model=copy.deepcopy(base.base) if k else base.base, tokenizer=base.tokenizer)
         work = Path(args.work) / name.replace(" ", "_").replace("/", "-")
         res = train(None, only_real(tr) if spec.get("real_only") else tr,
                     TrainArgs(output_dir=str(work), freeze_base=True, progress=False, seed=args.seed, save_every=10**6,
-                              epochs=spec.get("epochs")),
-                    model=model, state_cache=ftu_cache, eval_dataset=ev)
+                              epochs=spec.get("epochs"), train_top_layers=k),
+                    model=model, state_cache=cache(k, "ftu"), eval_dataset=ev)
         held_out = {k: round(v, 3) for k, v in (res.run_info.get("held_out") or {}).items() if isinstance(v, float)}
-        runs[name] = {"spec": spec, **evaluate(res.model), "held_out_loss": held_out, "steps": res.steps,
+        runs[name] = {"spec": spec, **evaluate(res.model, k), "held_out_loss": held_out, "steps": res.steps,
                       "seconds": round(time.perf_counter() - t0, 1)}
         print(name, runs[name], flush=True)
     out = {"what": "dev-only tuning of chapter 4's CPU profile (UniFAR-MiniLM, frozen base): CSFCube fold1_dev MAP "

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from unifar import UniFARConfig
+from unifar import UniFAR, UniFARConfig
 from unifar.data.ftu import FTU, FTUDataset, load_ftus, write_ftus
 from unifar.data.questions import Question
 from unifar.train import (
@@ -395,3 +395,45 @@ def test_fixed_values_learn_only_where_to_attend(make_model, tmp_path):
     assert not torch.equal(after["anchors"], init["anchors"])
     decayed = [p for g in make_optimizer(res.model, res.model.config).param_groups if g["weight_decay"] > 0 for p in g["params"]]
     assert all(p is not res.model.mha_sent.in_proj_weight for p in decayed)
+
+
+def test_lower_then_upper_states_equal_the_base(make_model, docs):
+    """The base split for train_top_layers: cached lower states + the top k layers = the base."""
+    model = make_model()
+    model.eval()
+    from unifar.text import collate
+
+    batch = collate(model.tokenize_documents(docs), model.tokenizer.pad_token_id)  # padded rows
+    with torch.no_grad():
+        full = model.token_states(batch)
+        for k in (0, 1, 2):
+            split = model.upper_states(model.lower_states(batch, k), batch.attention_mask, k)
+            real = batch.attention_mask.bool()
+            assert torch.allclose(split[real], full[real], atol=1e-5), k
+    with pytest.raises(ValueError, match="top_layers"):
+        model.lower_states(batch, 3)
+
+
+def test_train_top_layers_trains_only_those_layers(make_model, tmp_path):
+    """freeze_base + train_top_layers=1: the last base layer and the aggregation module change,
+    the embeddings and the layers below do not; the checkpoint holds the trained layer."""
+    model = make_model(**small())
+    before = {k: v.clone() for k, v in model.base.state_dict().items()}
+    res = train(None, make_dataset(8), args_for(tmp_path / "a", max_steps=2, freeze_base=True, train_top_layers=1),
+                model=model)
+    after = res.model.base.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("encoder.layer.1.") for k in changed)
+    assert {g["name"].split("/")[0] for g in make_optimizer(res.model, res.model.config).param_groups} == {"base", "anchors", "aggregation"}
+    # the saved model holds the trained layer, and its (cache-free) encoding uses it
+    again = UniFAR.from_pretrained(res.final_dir)
+    assert torch.equal(again.base.state_dict()["encoder.layer.1.output.dense.weight"], after["encoder.layer.1.output.dense.weight"])
+    with pytest.raises(ValueError, match="needs freeze_base"):
+        TrainArgs(train_top_layers=1)
+
+
+def test_train_top_layers_rejects_a_base_it_cannot_split(make_model):
+    model = make_model()
+    model.base.config.model_type = "mpnet"
+    with pytest.raises(NotImplementedError, match="BERT-style"):
+        model.base_layers()

@@ -265,6 +265,9 @@ def _add_train_parser(sub: Any) -> None:
     tr.add_argument("--max-loss", type=float, default=100.0, metavar="X", help="stop when the loss exceeds X (default 100)")
     tr.add_argument("--freeze-base", action="store_true",
                     help="train only the anchors and the aggregation module over cached base states (our CPU profile)")
+    tr.add_argument("--train-top-layers", type=int, default=0, metavar="K",
+                    help="with --freeze-base: the top K layers of the base still train, on cached states of the "
+                         "layers below (BERT-style bases; default 0)")
     tr.add_argument("--fixed-values", action="store_true",
                     help="keep the attentions' value/output projections at their init (train_values=False; "
                          "chapter 4's CPU profile, with --freeze-base and --ablation 'w/o MHA_tok')")
@@ -291,18 +294,28 @@ def _train_config(args: argparse.Namespace) -> Any:
     return cfg.ablation(args.ablation) if args.ablation else cfg
 
 
-def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    from .data.ftu import load_ftus
-    from .train import TrainArgs, TrainingDiverged, train
+def _train_args(args: argparse.Namespace) -> Any:
+    from .train import TrainArgs
 
-    config = _train_config(args)
-    targs = TrainArgs(
+    return TrainArgs(
         output_dir=args.output, epochs=args.epochs, max_steps=args.max_steps, max_positives=args.max_positives,
         max_negatives=args.max_negatives, save_every=args.save_every, keep_checkpoints=args.keep_checkpoints,
         log_every=args.log_every, eval_fraction=args.eval_fraction, eval_every=args.eval_every, seed=args.seed,
         device=args.device, bf16=args.bf16, grad_clip=args.grad_clip or None, max_loss=args.max_loss,
         resume=args.resume, progress=not args.no_progress, freeze_base=args.freeze_base,
+        train_top_layers=args.train_top_layers,
     )
+
+
+def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    from .data.ftu import load_ftus
+    from .train import TrainingDiverged, train
+
+    config = _train_config(args)
+    try:
+        targs = _train_args(args)
+    except ValueError as err:  # e.g. --train-top-layers without --freeze-base
+        parser.error(str(err))
     data = load_ftus(args.ftus)
     try:
         res = train(config, data, targs)

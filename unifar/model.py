@@ -61,6 +61,20 @@ def sentence_states(tokens: torch.Tensor, sentence_ids: torch.Tensor, n_max: int
     return sums / counts.clamp(min=1).unsqueeze(-1), counts > 0
 
 
+_SPLITTABLE = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
+
+
+def _layer_attention_mask(config: Any, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
+    """The padding mask a BERT-style layer expects, built the way the encoder builds it."""
+    try:  # transformers >= 4.56: the attention implementation decides the mask's form
+        from transformers.masking_utils import create_bidirectional_mask
+
+        return create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask)
+    except ImportError:  # older: an additive float mask [B, 1, 1, L]
+        m = attention_mask[:, None, None, :].to(hidden.dtype)
+        return (1.0 - m) * torch.finfo(hidden.dtype).min
+
+
 @dataclass
 class UniFAROutput:
     """What one forward pass produces."""
@@ -96,10 +110,15 @@ class TokenStateCache:
     the aggregation module. At evaluation, models that share one base (untrained UniFAR and one
     trained with a frozen base) key inputs by their token ids and run the encoder once
     (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in one batched call.
+    With ``top_layers=k`` it holds the states entering the base's top ``k`` layers, which then
+    run (and train) on every use.
     """
 
-    def __init__(self, chunk_size: int = 32) -> None:
+    def __init__(self, chunk_size: int = 32, top_layers: int = 0) -> None:
         self.states: dict[str, torch.Tensor] = {}
+        # > 0: cache the states entering the top ``top_layers`` base layers instead of the last
+        # ones (those layers then train: ``TrainArgs.train_top_layers``).
+        self.top_layers = top_layers
         self.hits = 0
         self.misses = 0
         # Missing rows are encoded in length-sorted chunks, each padded only to its own longest
@@ -121,7 +140,7 @@ class TokenStateCache:
             part = todo[s : s + batch_size]
             batch = collate([items[i] for i in part], pad).to(model.device)
             with torch.no_grad():
-                states = model.token_states(batch)
+                states = model.lower_states(batch, self.top_layers)
             lengths = batch.attention_mask.sum(dim=1).tolist()
             for j, i in enumerate(part):
                 self.states[keys[i]] = states[j, : int(lengths[j])].detach()
@@ -141,7 +160,7 @@ class TokenStateCache:
             sub = Batch(batch.input_ids[idx, :width], batch.attention_mask[idx, :width], batch.sentence_ids[idx, :width],
                         batch.n_sentences[idx], batch.has_title[idx])
             with torch.no_grad():
-                states = model.token_states(sub)
+                states = model.lower_states(sub, self.top_layers)
             for j, i in enumerate(part):
                 self.states[keys[i]] = states[j, : int(lengths[i])].detach()
         first = self.states[keys[0]]
@@ -260,6 +279,42 @@ class UniFAR(nn.Module):
     def token_states(self, batch: Batch) -> torch.Tensor:
         out = self.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
         return out.last_hidden_state
+
+    # The base split in two, for training its top ``k`` layers on cached states of the layers
+    # below (``TrainArgs.train_top_layers``): ``upper_states(lower_states(b, k), mask, k)`` equals
+    # ``token_states(b)`` on every real token.
+    def base_layers(self) -> nn.ModuleList:
+        """The base encoder's transformer layers (BERT-style encoders: ``base.encoder.layer``)."""
+        layers = getattr(getattr(self.base, "encoder", None), "layer", None)
+        model_type = getattr(self.base.config, "model_type", "?")
+        # MPNet-style encoders add a relative position bias inside the encoder, which a layer
+        # called on its own would miss.
+        if not isinstance(layers, nn.ModuleList) or model_type not in _SPLITTABLE:
+            raise NotImplementedError(
+                f"training only the top layers needs a BERT-style base ({', '.join(sorted(_SPLITTABLE))}); "
+                f"{self.config.base_model!r} is {model_type!r}: train the whole base or freeze it"
+            )
+        return layers
+
+    def lower_states(self, batch: Batch, top_layers: int) -> torch.Tensor:
+        """``[B, L, h]`` hidden states entering the top ``top_layers`` layers of the base."""
+        if top_layers == 0:
+            return self.token_states(batch)
+        n = len(self.base_layers())
+        if not 0 < top_layers <= n:
+            raise ValueError(f"top_layers must be in [0, {n}], got {top_layers}")
+        out = self.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+        return out.hidden_states[n - top_layers]  # hidden_states[0] is the embedding output
+
+    def upper_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor, top_layers: int) -> torch.Tensor:
+        """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from :meth:`lower_states`)."""
+        if top_layers == 0:
+            return hidden
+        mask = _layer_attention_mask(self.base.config, hidden, attention_mask)
+        for layer in self.base_layers()[-top_layers:]:
+            out = layer(hidden, mask)
+            hidden = out[0] if isinstance(out, tuple) else out
+        return hidden
 
     def facet_queries(self, e_input: torch.Tensor) -> torch.Tensor:
         """Q_facet = LayerNorm(A + MLP([A ; E_input])) for each input: [B, h] -> [B, F, h]."""
@@ -401,7 +456,8 @@ class UniFAR(nn.Module):
                     out = self(batch)
                 else:
                     keys = [" ".join(map(str, items[i].input_ids)) for i in idx]
-                    out = self.aggregate(state_cache.token_states(self, batch, keys), batch)
+                    tokens = state_cache.token_states(self, batch, keys)
+                    out = self.aggregate(self.upper_states(tokens, batch.attention_mask, state_cache.top_layers), batch)
             embeddings[idx] = out.embeddings.float().cpu()
             att = out.attention.float().cpu()
             for j, i in enumerate(idx):

@@ -247,7 +247,23 @@ def _encode(model: nn.Module, batch: Batch, keys: Sequence[str], cache: TokenSta
     if cache is None:
         return model(batch, need_kl_attention=need_kl_attention)
     core: UniFAR = model.module if hasattr(model, "module") else model  # type: ignore[assignment]
-    return core.aggregate(cache.token_states(core, batch, keys), batch, need_kl_attention)
+    tokens = core.upper_states(cache.token_states(core, batch, keys), batch.attention_mask, cache.top_layers)
+    return core.aggregate(tokens, batch, need_kl_attention)
+
+
+def _top_layers(model: UniFAR, k: int) -> nn.ModuleList:
+    layers = model.base_layers()
+    if not 0 < k <= len(layers):
+        raise ValueError(f"train_top_layers must be in [0, {len(layers)}] for this base, got {k}")
+    return layers[len(layers) - k :]
+
+
+def _frozen_base_mode(model: UniFAR, top_k: int) -> None:
+    """Frozen layers in eval mode (no dropout: a cached input's states are the same every epoch);
+    the top ``top_k`` layers, which train, in train mode (dropout as in fine-tuning)."""
+    model.base.eval()
+    if top_k:
+        _top_layers(model, top_k).train()
 
 
 # ================================================================================ losses
@@ -365,6 +381,9 @@ class TrainArgs:
     # cached per input, so only the anchors and the aggregation module train. The paper
     # fine-tunes the base as well (False).
     freeze_base: bool = False
+    # With freeze_base: the top k transformer layers of the base still train (at lr_base), on
+    # cached states of the frozen layers below; a CPU-sized step towards the paper's trainable base.
+    train_top_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("save_every", "keep_checkpoints", "log_every"):
@@ -374,6 +393,10 @@ class TrainArgs:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name} must be at least 1 (or None), got {v}")
+        if self.train_top_layers < 0:
+            raise ValueError(f"train_top_layers must be at least 0, got {self.train_top_layers}")
+        if self.train_top_layers and not self.freeze_base:
+            raise ValueError("train_top_layers needs freeze_base=True (without it the whole base trains)")
         if not 0.0 <= self.eval_fraction < 1.0:
             raise ValueError(f"eval_fraction must be in [0, 1), got {self.eval_fraction}")
 
@@ -724,14 +747,20 @@ def _train(
     warmup_steps = math.ceil(config.warmup_ratio * total_steps)
 
     # ---- optimiser, schedule, DDP -------------------------------------------------------
-    if args.freeze_base:  # before the optimiser, so that the base gets no parameter group
+    top_k = args.train_top_layers
+    if args.freeze_base:  # before the optimiser, so that the frozen base gets no parameter group
         for p in model.base.parameters():
             p.requires_grad_(False)
+        for p in (_top_layers(model, top_k).parameters() if top_k else ()):
+            p.requires_grad_(True)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_linear_factor(s, warmup_steps, total_steps)
     )
-    cache = (state_cache if state_cache is not None else TokenStateCache()) if args.freeze_base else None
+    cache = (state_cache if state_cache is not None else TokenStateCache(top_layers=top_k)) if args.freeze_base else None
+    if cache is not None and cache.top_layers != top_k:
+        raise ValueError(f"state_cache holds the states below the top {cache.top_layers} layers, "
+                         f"but train_top_layers={top_k}")
     objective: nn.Module = _Objective(model, cache)
     ddp = None
     if world > 1:
@@ -827,7 +856,7 @@ def _train(
     # ---- loop ---------------------------------------------------------------------------
     model.train()
     if args.freeze_base:
-        model.base.eval()  # no dropout: a frozen input's states are the same every epoch
+        _frozen_base_mode(model, top_k)
         # Warm the cache with every training document and question in length-sorted batches
         # (several times faster than filling it batch by batch during the first epoch).
         needed = list(dict.fromkeys(d for u in train_ftus for d in u.doc_ids()))
@@ -917,7 +946,7 @@ def _train(
                 if eval_ftus and is_main and ((args.eval_every and step % args.eval_every == 0) or step == total_steps):
                     eval_terms = _held_out_loss(model, eval_ftus, eval_docs, args, progress, autocast, cache)
                     if args.freeze_base:
-                        model.base.eval()
+                        _frozen_base_mode(model, top_k)
                     record["eval"] = eval_terms
                 if log_file is not None and (step % args.log_every == 0 or step == total_steps or "eval" in record):
                     log_file.write(json.dumps(record) + "\n")
