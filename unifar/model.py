@@ -296,22 +296,27 @@ class UniFAR(nn.Module):
             )
         return layers
 
+    def top_base_layers(self, k: int) -> nn.ModuleList:
+        """The top ``k`` (>= 1) layers of the base, checked against its depth."""
+        layers = self.base_layers()
+        if not 0 < k <= len(layers):
+            raise ValueError(f"top_layers must be in [0, {len(layers)}] for this base, got {k}")
+        return layers[len(layers) - k :]
+
     def lower_states(self, batch: Batch, top_layers: int) -> torch.Tensor:
         """``[B, L, h]`` hidden states entering the top ``top_layers`` layers of the base."""
         if top_layers == 0:
             return self.token_states(batch)
-        n = len(self.base_layers())
-        if not 0 < top_layers <= n:
-            raise ValueError(f"top_layers must be in [0, {n}], got {top_layers}")
+        n = len(self.base_layers()) - len(self.top_base_layers(top_layers))
         out = self.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
-        return out.hidden_states[n - top_layers]  # hidden_states[0] is the embedding output
+        return out.hidden_states[n]  # hidden_states[0] is the embedding output
 
     def upper_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor, top_layers: int) -> torch.Tensor:
         """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from :meth:`lower_states`)."""
         if top_layers == 0:
             return hidden
         mask = _layer_attention_mask(self.base.config, hidden, attention_mask)
-        for layer in self.base_layers()[-top_layers:]:
+        for layer in self.top_base_layers(top_layers):
             out = layer(hidden, mask)
             hidden = out[0] if isinstance(out, tuple) else out
         return hidden

@@ -251,19 +251,12 @@ def _encode(model: nn.Module, batch: Batch, keys: Sequence[str], cache: TokenSta
     return core.aggregate(tokens, batch, need_kl_attention)
 
 
-def _top_layers(model: UniFAR, k: int) -> nn.ModuleList:
-    layers = model.base_layers()
-    if not 0 < k <= len(layers):
-        raise ValueError(f"train_top_layers must be in [0, {len(layers)}] for this base, got {k}")
-    return layers[len(layers) - k :]
-
-
 def _frozen_base_mode(model: UniFAR, top_k: int) -> None:
     """Frozen layers in eval mode (no dropout: a cached input's states are the same every epoch);
     the top ``top_k`` layers, which train, in train mode (dropout as in fine-tuning)."""
     model.base.eval()
     if top_k:
-        _top_layers(model, top_k).train()
+        model.top_base_layers(top_k).train()
 
 
 # ================================================================================ losses
@@ -751,7 +744,7 @@ def _train(
     if args.freeze_base:  # before the optimiser, so that the frozen base gets no parameter group
         for p in model.base.parameters():
             p.requires_grad_(False)
-        for p in (_top_layers(model, top_k).parameters() if top_k else ()):
+        for p in (model.top_base_layers(top_k).parameters() if top_k else ()):
             p.requires_grad_(True)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
