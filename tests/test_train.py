@@ -406,10 +406,14 @@ def test_lower_then_upper_states_equal_the_base(make_model, docs):
     batch = collate(model.tokenize_documents(docs), model.tokenizer.pad_token_id)  # padded rows
     with torch.no_grad():
         full = model.token_states(batch)
+        real = batch.attention_mask.bool()
         for k in (0, 1, 2):
-            split = model.upper_states(model.lower_states(batch, k), batch.attention_mask, k)
-            real = batch.attention_mask.bool()
-            assert torch.allclose(split[real], full[real], atol=1e-5), k
+            for chunk in (None, 2):  # one padded batch, or length-sorted chunks padded on their own
+                split = model.upper_states(model.lower_states(batch, k), batch.attention_mask, k, chunk_size=chunk)
+                assert torch.allclose(split[real], full[real], atol=1e-5), (k, chunk)
+                if k:
+                    assert not split[~real].any(), "padding comes back as zeros"
+    assert batch.input_ids.shape[0] > 2 and len(set(batch.attention_mask.sum(1).tolist())) > 1
     with pytest.raises(ValueError, match="top_layers"):
         model.lower_states(batch, 3)
 
@@ -430,6 +434,19 @@ def test_train_top_layers_trains_only_those_layers(make_model, tmp_path):
     assert torch.equal(again.base.state_dict()["encoder.layer.1.output.dense.weight"], after["encoder.layer.1.output.dense.weight"])
     with pytest.raises(ValueError, match="needs freeze_base"):
         TrainArgs(train_top_layers=1)
+
+
+def test_top_layers_dropout_switch(make_model):
+    """The trained top layers run without dropout unless asked (a CPU speed choice)."""
+    from unifar.train import _frozen_base_mode
+
+    model = make_model()
+    model.train()
+    _frozen_base_mode(model, 1)
+    assert not any(m.training for m in model.base.modules())
+    _frozen_base_mode(model, 1, dropout=True)
+    top = set(map(id, model.top_base_layers(1).modules()))
+    assert all(m.training == (id(m) in top) for m in model.base.modules())
 
 
 def test_train_top_layers_rejects_a_base_it_cannot_split(make_model):

@@ -311,15 +311,39 @@ class UniFAR(nn.Module):
         out = self.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
         return out.hidden_states[n]  # hidden_states[0] is the embedding output
 
-    def upper_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor, top_layers: int) -> torch.Tensor:
-        """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from :meth:`lower_states`)."""
+    def upper_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor, top_layers: int,
+                     chunk_size: int | None = 8) -> torch.Tensor:
+        """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from :meth:`lower_states`).
+
+        Rows are sorted by length and run in chunks of ``chunk_size``, each padded only to its own
+        longest row (``None``: one padded batch). The layers are where training spends its time,
+        and a training batch mixes short questions with long abstracts: one padded batch would
+        pay for about twice the tokens. Padding tokens come back as zeros.
+        """
         if top_layers == 0:
             return hidden
-        mask = _layer_attention_mask(self.base.config, hidden, attention_mask)
-        for layer in self.top_base_layers(top_layers):
-            out = layer(hidden, mask)
-            hidden = out[0] if isinstance(out, tuple) else out
-        return hidden
+        layers = self.top_base_layers(top_layers)
+        lengths = attention_mask.sum(dim=1)
+
+        def run(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+            mask = _layer_attention_mask(self.base.config, h, m)
+            for layer in layers:
+                out = layer(h, mask)
+                h = out[0] if isinstance(out, tuple) else out
+            return h
+
+        B = hidden.shape[0]
+        if chunk_size is None or B <= chunk_size:
+            return run(hidden, attention_mask) * attention_mask.unsqueeze(-1).to(hidden.dtype)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        parts = []
+        for s in range(0, B, chunk_size):
+            idx = order[s : s + chunk_size]
+            width = int(lengths[idx[0]])
+            out = run(hidden[idx, :width], attention_mask[idx, :width]) * attention_mask[idx, :width].unsqueeze(-1).to(hidden.dtype)
+            parts.append(F.pad(out, (0, 0, 0, hidden.shape[1] - width)))
+        # one differentiable gather back into input order (no in-place writes into a leaf)
+        return torch.cat(parts)[torch.argsort(order)]
 
     def facet_queries(self, e_input: torch.Tensor) -> torch.Tensor:
         """Q_facet = LayerNorm(A + MLP([A ; E_input])) for each input: [B, h] -> [B, F, h]."""
