@@ -53,6 +53,7 @@ __all__ = [
     "build_retrievers",
     "compare_systems",
     "evaluate_all",
+    "fold_strata",
     "format_results",
     "git_commit",
     "is_unifar_checkpoint",
@@ -551,6 +552,7 @@ def evaluate_all(
                                  "description": "rerank annotated pools; MAP (grade >= 2) and NDCG%20, per facet and all; "
                                  + ("mean of fold1_test and fold2_test means" if lb.protocol == "test" else "fold1_dev mean")}
             entry["strata"] = _csfcube_strata(lb.data, lb.protocol)
+            entry["strata_names"] = list(_fold_names(lb.protocol))
         else:
             p = lb.protocol
             entry["protocol"] = {"name": p.name, "metrics": list(p.all_metrics), "graded_metrics": list(p.graded_metrics),
@@ -671,24 +673,48 @@ def format_results(result: Mapping[str, Any], ci: bool = True) -> str:
     return "\n".join(lines).rstrip()
 
 
+def fold_strata(entry: Mapping[str, Any], metric: str) -> dict[str, list[str]]:
+    """``{fold name: query ids}`` of one CSFCube metric of a result entry (results written before
+    the fold names were stored hold the folds in :func:`_fold_names` order)."""
+    groups = entry.get("strata", {}).get(metric) or []
+    names = entry.get("strata_names") or list(_fold_names(entry.get("protocol", {}).get("split", "test")))
+    if len(names) != len(groups):
+        raise ValueError(f"{metric}: {len(groups)} query groups but fold names {names}")
+    return dict(zip(names, groups))
+
+
 def compare_systems(result: Mapping[str, Any], benchmark: str, a: str, b: str, metrics: Sequence[str] | None = None,
-                    n_resamples: int = N_RESAMPLES, seed: int = 0):
+                    n_resamples: int = N_RESAMPLES, seed: int = 0, fold: str | None = None):
     """Paired bootstrap of system ``a`` minus system ``b`` on one benchmark, per metric.
 
     Returns a DataFrame with ``metric, a, b, diff, ci_low, ci_high, flip, within_noise, n``
-    (percentage points). CSFCube metrics are resampled within their folds.
+    (percentage points). CSFCube metrics are resampled within their folds. ``fold`` (CSFCube
+    only) restricts the comparison to the queries of one fold, e.g. ``"fold1_test"``: CSFCube's
+    fold1_dev *is* fold2_test, so a system tuned on fold1_dev has an untouched estimate on
+    fold1_test alone; ``a`` and ``b`` are then that fold's means.
     """
+    import numpy as np
     import pandas as pd
 
     entry = result["benchmarks"][benchmark]
     for s in (a, b):
         if s not in entry["systems"]:
             raise KeyError(f"{benchmark}: no system {s!r}; have {sorted(entry['systems'])}")
+    if fold is not None and entry.get("kind") != "csfcube":
+        raise ValueError(f"fold= applies to CSFCube only, not to {benchmark!r}")
     ra, rb = entry["systems"][a], entry["systems"][b]
     rows = []
     for m in metrics or list(ra["metrics"]):
-        r = paired_bootstrap(ra["per_query"][m], rb["per_query"][m], n_resamples=n_resamples, seed=seed,
-                             strata=entry.get("strata", {}).get(m))
-        rows.append({"metric": m, "a": ra["metrics"][m], "b": rb["metrics"][m], "diff": r.diff, "ci_low": r.low,
+        va, vb, strata = ra["per_query"][m], rb["per_query"][m], entry.get("strata", {}).get(m)
+        mean_a, mean_b = ra["metrics"][m], rb["metrics"][m]
+        if fold is not None:
+            folds = fold_strata(entry, m)
+            if fold not in folds:
+                raise KeyError(f"{benchmark}/{m}: no fold {fold!r}; have {sorted(folds)}")
+            ids = folds[fold]
+            va, vb, strata = {i: va[i] for i in ids}, {i: vb[i] for i in ids}, None
+            mean_a, mean_b = float(np.mean(list(va.values()))), float(np.mean(list(vb.values())))
+        r = paired_bootstrap(va, vb, n_resamples=n_resamples, seed=seed, strata=strata)
+        rows.append({"metric": m, "a": mean_a, "b": mean_b, "diff": r.diff, "ci_low": r.low,
                      "ci_high": r.high, "flip": r.flip, "within_noise": r.within_noise, "n": r.n})
     return pd.DataFrame(rows)
