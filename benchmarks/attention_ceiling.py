@@ -1,0 +1,178 @@
+"""How much can facet attention over a *frozen* base encoder's sentence states be worth? (dev data only)
+
+With the CPU profile of chapter 4 (base frozen, value/output projections at the identity), every
+facet embedding is a weighted mean of the base encoder's sentence states: training can only move
+*where* each facet attends. This script replaces the learned attention by an oracle built from
+gold sentence labels and measures the retrieval it gives, which bounds what such a model can
+reach by re-weighting alone:
+
+* facet ``f`` attends ``w_f = (1 - a) * uniform + a * gold_f`` over the title and the sentences,
+  ``gold_f`` uniform over the sentences labelled ``f`` (uniform over everything when none is), for
+  a mixing weight ``a`` in [0, 1] (``a = 0`` is the untrained model: every facet is the mean of the
+  sentence states);
+* **CSFCube fold1_dev** (doc-doc, MAP; CSFCube's shipped sentence labels): oracle on both sides,
+  and on the query paper only (candidates stay uniform);
+* **PubMedQA train half** (q-doc, MRR@10 of each question for its own abstract among all 1,000;
+  the abstract's own section labels): documents re-weighted, questions = the mean of their
+  sentence states, scored by the mean of the diagonal (the paper's q-doc strategy).
+
+Mean pooling of the base encoder (all tokens, the chapter-5 baseline) is measured in the same
+run. Nothing here touches a test split: fold1_dev and the PubMedQA train half only.
+
+    python benchmarks/attention_ceiling.py --out results/ch05/attention_ceiling.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+MIX = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="minilm", help="base encoder (short name, hub id or path)")
+    ap.add_argument("--csfcube", default="data/csfcube")
+    ap.add_argument("--pubmedqa", default="data/pubmedqa_pqal")
+    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--out", default="results/ch05/attention_ceiling.json")
+    args = ap.parse_args(argv)
+
+    import torch
+    import torch.nn.functional as F
+
+    from unifar import UniFAR, UniFARConfig
+    from unifar.baselines import MeanPoolingEncoder
+    from unifar.data.csfcube import FACETS, facet_of_label, load_csfcube
+    from unifar.data.pubmedqa import load_pubmedqa
+    from unifar.evaluate import csfcube_per_query, rank_pools
+    from unifar.files import write_json
+    from unifar.model import sentence_states
+    from unifar.retrievers import qdoc_document_text
+    from unifar.suite import git_commit, machine_info
+    from unifar.text import collate
+    from unifar.train import _unit_labels
+
+    t0 = time.perf_counter()
+    model = UniFAR(UniFARConfig(base_model=args.model, max_tokens=args.max_tokens), device="cpu")
+    fidx = {f: i for i, f in enumerate(FACETS)}
+
+    @torch.inference_mode()
+    def states(docs: list[dict]) -> tuple[list[torch.Tensor], list[np.ndarray], torch.Tensor]:
+        """Per document: sentence states [n, h] (title first), the facet index of each unit (-1: none),
+        and [N, h] the L2-normalised mean of *all* its token states ([CLS] and [SEP]s included: the
+        untrained token branch; for a question exactly the mean-pooling baseline)."""
+        items = model.tokenize_documents(docs)
+        order = sorted(range(len(items)), key=lambda i: -len(items[i].input_ids))
+        S_all: list[torch.Tensor] = [None] * len(items)  # type: ignore[list-item]
+        tok_mean = torch.zeros(len(items), model.hidden_size)
+        for s in range(0, len(order), 32):
+            idx = order[s : s + 32]
+            b = collate([items[i] for i in idx], model.tokenizer.pad_token_id or 0)
+            T = model.token_states(b)
+            S, _ = sentence_states(T, b.sentence_ids, b.max_sentences)
+            m = b.attention_mask.unsqueeze(-1).float()
+            tok_mean[idx] = (T * m).sum(1) / m.sum(1)
+            for j, i in enumerate(idx):
+                S_all[i] = S[j, : items[i].n_sentences].clone()
+        labels = [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(docs, items)]
+        return S_all, labels, F.normalize(tok_mean, dim=-1)
+
+    def facet_embeddings(S: list[torch.Tensor], labels: list[np.ndarray], a: float) -> torch.Tensor:
+        """[N, F, h]: w_f = (1 - a) uniform + a gold_f over each document's units."""
+        out = torch.zeros(len(S), len(FACETS), S[0].shape[-1])
+        for i, (s, lab) in enumerate(zip(S, labels)):
+            n = s.shape[0]
+            u = torch.full((n,), 1.0 / n)
+            for f in range(len(FACETS)):
+                g = torch.from_numpy(lab == f).float()
+                g = g / g.sum() if g.sum() > 0 else u
+                out[i, f] = ((1 - a) * u + a * g) @ s
+        return F.normalize(out, dim=-1)
+
+    # ---- CSFCube fold1_dev -------------------------------------------------------------------
+    cube = load_csfcube(args.csfcube)
+    dev = cube.splits["all"]["fold1_dev"]
+    pids = sorted({k.split("_")[0] for k in dev} | {c for k in dev for c in cube.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
+    row = {p: i for i, p in enumerate(pids)}
+    docs = [{"title": cube.papers[p]["title"], "sentences": cube.papers[p]["sentences"],
+             "labels": [facet_of_label(lab) for lab in cube.papers[p]["labels"]]} for p in pids]
+    print(f"CSFCube fold1_dev: {len(dev)} query-facets over {len(pids)} papers", flush=True)
+    S, labs, doc_tok = states(docs)
+
+    def dev_map(q_emb: torch.Tensor, c_emb: torch.Tensor) -> dict[str, float]:
+        def score(facet, qpid, cands):
+            f = FACETS.index(facet)
+            return (c_emb[[row[c] for c in cands], f] @ q_emb[row[qpid], f]).numpy()
+        # rank only the fold1_dev queries: the other queries' candidates were not encoded
+        sub = type(cube)(cube.papers, {f: {q: v for q, v in cube.anns[f].items() if f"{q}_{f}" in dev} for f in FACETS},
+                         cube.splits, cube.queries, cube.root)
+        per = csfcube_per_query(rank_pools(score, sub), sub)
+        keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
+        return {t: round(100 * float(np.mean([keyed[i] for i in cube.splits[t]["fold1_dev"]])), 2) for t in (*FACETS, "all")}
+
+    uniform = facet_embeddings(S, labs, 0.0)
+    csfcube: dict[str, dict] = {}
+    for a in MIX:
+        oracle = facet_embeddings(S, labs, a)
+        csfcube[f"a={a} both sides"] = dev_map(oracle, oracle)
+        csfcube[f"a={a} query only"] = dev_map(oracle, uniform)
+        print(f"  a={a}: both {csfcube[f'a={a} both sides']['all']}, query only {csfcube[f'a={a} query only']['all']}", flush=True)
+    mean_enc = MeanPoolingEncoder(args.model, max_length=args.max_tokens, show_progress=False)
+    mp = mean_enc.encode([qdoc_document_text(d, mean_enc.sep_token) for d in docs])
+    mp = F.normalize(mp.float(), dim=-1)[:, None, :].expand(-1, len(FACETS), -1)
+    csfcube["mean pooling (all tokens)"] = dev_map(mp, mp)
+    tm = doc_tok[:, None, :].expand(-1, len(FACETS), -1)
+    csfcube["all-token mean of the unified input (title [SEP] S1 [SEP] ...)"] = dev_map(tm, tm)
+    print("  mean pooling:", csfcube["mean pooling (all tokens)"]["all"], flush=True)
+
+    # ---- PubMedQA train half -----------------------------------------------------------------
+    full, train_half = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
+    pm_docs = [{"title": d["title"], "sentences": d["sentences"], "labels": d.get("labels")} for d in full.documents]
+    gold_row = {d["id"]: i for i, d in enumerate(full.documents)}
+    qs = [q["text"] for q in train_half.questions]
+    gold = np.array([gold_row[next(iter(train_half.qrels[q["qid"]]))] for q in train_half.questions])
+    print(f"PubMedQA train half: {len(qs)} questions against {len(pm_docs)} abstracts", flush=True)
+    Sd, labd, d_tok = states(pm_docs)
+    Sq, _, q_tok = states([{"title": "", "sentences": [q]} for q in qs])
+    q_sent = F.normalize(torch.stack([s.mean(0) for s in Sq]), dim=-1)
+
+    def mrr10(scores: torch.Tensor) -> float:
+        s = scores.numpy()
+        rank = (s > s[np.arange(len(gold)), gold][:, None]).sum(1) + 1
+        return round(float(np.where(rank <= 10, 1.0 / rank, 0.0).mean()) * 100, 2)
+
+    pubmedqa: dict[str, float] = {}
+    # question = the mean of its sentence states (the sentence branch, chapter 4's default) or of all
+    # its tokens (the untrained token branch = mean pooling); each is one vector for every facet
+    for qname, q_emb in (("question: sentence mean", q_sent), ("question: all-token mean", q_tok)):
+        for a in MIX:
+            d = facet_embeddings(Sd, labd, a)
+            key = f"{qname}, documents a={a}"
+            pubmedqa[key] = mrr10(q_emb @ d.mean(1).T)  # mean of the diagonal
+            print(f"  {key}: MRR@10 {pubmedqa[key]}", flush=True)
+        pubmedqa[f"{qname}, documents: all-token mean"] = mrr10(q_emb @ d_tok.T)
+    qm = F.normalize(mean_enc.encode(qs).float(), dim=-1)
+    dm = F.normalize(mean_enc.encode([qdoc_document_text(d, mean_enc.sep_token) for d in pm_docs]).float(), dim=-1)
+    pubmedqa["mean pooling (all tokens)"] = mrr10(qm @ dm.T)
+    print("  mean pooling:", pubmedqa["mean pooling (all tokens)"], flush=True)
+
+    out = {
+        "what": "oracle facet attention over frozen-base sentence states (w_f = (1-a) uniform + a gold_f), "
+                "dev data only; measured here",
+        "model": args.model, "max_tokens": args.max_tokens,
+        "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev),
+        "pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs),
+        "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info(),
+    }
+    print(f"wrote {write_json(args.out, out)}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
