@@ -244,3 +244,31 @@ def test_retrievers_on_one_frozen_base_share_token_states(make_model):
     docs = [{"title": "T", "sentences": ["One sentence here.", "Another one."]}]
     ra.index(docs), rb.index(docs)
     assert cache.misses == 1 and cache.hits == 1
+
+
+def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_model):
+    """A model trained with --train-top-layers 1 and its untrained twin share the states entering
+    the last layer; each runs its own last layer, so encodings equal those without the cache."""
+    import copy
+
+    from unifar.retrievers import UniFARRetriever
+    from unifar.suite import share_frozen_base
+
+    a = make_model()
+    top = copy.deepcopy(a)
+    with torch.no_grad():
+        top.base.encoder.layer[-1].output.dense.weight.mul_(1.5)
+    emb = copy.deepcopy(a)
+    with torch.no_grad():
+        emb.base.embeddings.word_embeddings.weight.mul_(1.5)
+    docs = [{"title": "T", "sentences": ["One sentence here.", "Another one, a bit longer than the first."]},
+            {"title": "", "sentences": ["Short."]}]
+    alone = top.encode_documents(docs).embeddings
+    ra, rt, re_ = UniFARRetriever(a, name="a"), UniFARRetriever(top, name="t"), UniFARRetriever(emb, name="e")
+    cache = share_frozen_base([ra, rt, re_])
+    assert cache is not None and cache.top_layers == 1
+    assert ra.state_cache is cache and rt.state_cache is cache and re_.state_cache is None  # embeddings differ
+    ra.index(docs)
+    shared = rt.index(docs)
+    assert cache.hits == len(docs) and torch.allclose(shared, alone, atol=1e-5)
+    assert not torch.allclose(shared, ra.index(docs), atol=1e-3)  # the trained top layer is used

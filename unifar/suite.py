@@ -359,12 +359,38 @@ def build_retrievers(
     return out, facts
 
 
+def _differing_top_layers(ref: Any, other: Any) -> int | None:
+    """0 when two UniFAR models have identical base encoders, ``k`` when they differ only in the
+    top ``k`` transformer layers of a BERT-style base (one trained with ``--train-top-layers``),
+    None otherwise (other encoders, token budgets or weights below the top layers)."""
+    import re
+
+    import torch
+
+    if type(other.base) is not type(ref.base) or other.config.max_tokens != ref.config.max_tokens:
+        return None
+    a, b = ref.base.state_dict(), other.base.state_dict()
+    if a.keys() != b.keys():
+        return None
+    differ = [k for k in a if not torch.equal(a[k], b[k].to(a[k].device))]
+    if not differ:
+        return 0
+    try:
+        n = len(ref.base_layers())
+    except NotImplementedError:  # the base cannot be split: only identical bases share
+        return None
+    layer = [re.match(r"encoder\.layer\.(\d+)\.", k) for k in differ]
+    if not all(layer):
+        return None  # embeddings (or anything outside the layers) differ
+    return n - min(int(m.group(1)) for m in layer)
+
+
 def share_frozen_base(retrievers: Sequence[Any]) -> Any | None:
     """Give the UniFAR retrievers whose base encoders hold identical weights (e.g. untrained UniFAR
     and UniFAR trained with ``--freeze-base``) one :class:`~unifar.model.TokenStateCache`, so the
-    base runs once per input for all of them. Returns the cache, or None when nothing is shared."""
-    import torch
-
+    base runs once per input for all of them. Bases that differ only in their top ``k`` layers
+    (``--train-top-layers k``) share the states entering those layers, and each model runs its own
+    top layers on them. Returns the cache, or None when nothing is shared."""
     from .model import TokenStateCache
     from .retrievers import UniFARRetriever
 
@@ -372,17 +398,11 @@ def share_frozen_base(retrievers: Sequence[Any]) -> Any | None:
     if len(models) < 2:
         return None
     ref = models[0].model
-
-    def same_base(m: Any) -> bool:
-        if type(m.base) is not type(ref.base) or m.config.max_tokens != ref.config.max_tokens:
-            return False
-        a, b = ref.base.state_dict(), m.base.state_dict()
-        return a.keys() == b.keys() and all(torch.equal(a[k], b[k].to(a[k].device)) for k in a)
-
-    group = [r for r in models if same_base(r.model)]
+    depth = {id(r): _differing_top_layers(ref, r.model) for r in models}
+    group = [r for r in models if depth[id(r)] is not None]
     if len(group) < 2:
         return None
-    cache = TokenStateCache()
+    cache = TokenStateCache(top_layers=max(depth[id(r)] for r in group))
     for r in group:
         r.state_cache = cache
     return cache
@@ -538,7 +558,8 @@ def evaluate_all(
 
     shared = share_frozen_base(retrievers)
     if shared is not None:
-        say("unifar-trained and unifar-untrained share one frozen base: each input is encoded once for both")
+        below = f"below their top {shared.top_layers} layer(s) " if shared.top_layers else ""
+        say(f"unifar-trained and unifar-untrained share one frozen base {below}: each input is encoded once for both".replace("  ", " "))
     ranx_warmup = _warm_up_ranx() if any(lb.kind == "qdoc" for lb in loaded) else 0.0
     results: dict[str, Any] = {}
     cache: dict[Any, Any] = {}
