@@ -341,6 +341,31 @@ def test_labeller_round_trip_gives_identical_predictions(tiny_encoder, tmp_path,
     assert back.head == head and back.metadata["note"] == "toy"
     assert back.predict_sentences(queries) == pred
     assert torch.equal(back.predict_proba_embeddings(back.embed(queries)), lab.predict_proba_embeddings(lab.embed(queries)))
+    assert back.tol == lab.tol == 1e-6
+
+
+def test_linear_head_converges_so_tiny_embedding_noise_does_not_move_it(tiny_encoder):
+    # Weakly regularised (C=100) on overlapping classes: scikit-learn's default tol=1e-4 stops
+    # where 1e-6 noise in the inputs moves the weights by percents (CSAbstruct dev F1 moved
+    # across CPUs); the labeller's tol=1e-6 lands on the same optimum.
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(600, 128)) * np.geomspace(1, 1e-2, 128)  # anisotropic, like sentence embeddings
+    X = Z + 0.5  # and sharing one direction
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = [FACETS[i] for i in (Z[:, :3] + 0.5 * rng.normal(size=(600, 3))).argmax(1)]
+
+    def weights(tol: float, noise: float) -> np.ndarray:
+        Xn = torch.from_numpy(X + noise * np.random.default_rng(1).normal(size=X.shape))
+        lab = FacetLabeller(tiny_encoder, head="linear", C=100.0, tol=tol).fit_embeddings(Xn, y)
+        return lab.params["W"].numpy()
+
+    def drift(tol: float) -> float:
+        w0, w1 = weights(tol, 0.0), weights(tol, 1e-6)
+        return float(np.abs(w0 - w1).max() / np.abs(w0).max())
+
+    assert FacetLabeller(tiny_encoder).tol == 1e-6
+    assert drift(1e-6) < 2e-3
+    assert drift(1e-4) > 10 * drift(1e-6)  # the failure the default guards against
 
 
 def test_label_documents_and_evaluate(tiny_encoder):
