@@ -53,9 +53,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
     ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, "
-                    "train_top_layers: int}}")
+                    "train_top_layers: int, top_layers_dropout: bool}}")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--held-out", type=float, default=0.15, help="fraction of FTUs held out (default 0.15)")
+    ap.add_argument("--hold-out-prefix", default=None, metavar="PREFIX",
+                    help="also hold out every FTU whose query document id starts with PREFIX; 'pubmedqa:' makes "
+                         "the PubMedQA train half a clean q-doc dev set (none of its questions is trained on)")
+    ap.add_argument("--mean-pooling", action="store_true", help="add the base encoder's mean pooling as a reference row")
+    ap.add_argument("--cache-dir", default="artifacts/cache", help="mean-pooling embedding cache (chapter 1's)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -77,6 +82,8 @@ def main(argv: list[str] | None = None) -> dict:
     ds = load_ftus(args.ftus)
     perm = np.random.default_rng([args.seed, 777]).permutation(len(ds.ftus))
     held = set(perm[: int(args.held_out * len(ds.ftus))].tolist())
+    if args.hold_out_prefix:
+        held |= {i for i, u in enumerate(ds.ftus) if u.query.startswith(args.hold_out_prefix)}
     tr = FTUDataset([u for i, u in enumerate(ds.ftus) if i not in held], ds.documents, ds.manifest)
     ev = FTUDataset([u for i, u in enumerate(ds.ftus) if i in held], ds.documents, ds.manifest)
     asked = [q for u in ev.ftus for q in u.questions.values() if q is not None]
@@ -103,25 +110,29 @@ def main(argv: list[str] | None = None) -> dict:
     def cache(k: int, name: str) -> TokenStateCache:
         return caches.setdefault(k, {}).setdefault(name, TokenStateCache(top_layers=k))
 
-    def ranks(model, cache, questions, documents, gold) -> np.ndarray:
-        r = UniFARRetriever(model, state_cache=cache)
-        scores = r.score(questions, r.index(documents))
+    def ranks(retriever, questions, documents, gold) -> np.ndarray:
+        scores = retriever.score(questions, retriever.index(documents))
         return (scores > scores[np.arange(len(gold)), gold][:, None]).sum(1) + 1
 
     def mrr10(rank) -> float:
         return round(float(np.where(rank <= 10, 1 / rank, 0).mean()) * 100, 2)
 
-    def qdoc(model, qs, k) -> dict:
-        rank = ranks(model, cache(k, "qd"), [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
-        return {"mrr@10": mrr10(rank), "r@1": round(float((rank == 1).mean()) * 100, 2)}
+    def scores_of(csfcube_fn, retriever, pm_retriever=None, qd_retriever=None) -> dict:
+        """Every dev figure of one system: a CSFCube score function and q-doc retrievers."""
+        dev = aggregate_csfcube(csfcube_per_query(rank_pools(csfcube_fn, cube), cube), cube, split="dev")
+
+        def qdoc(qs) -> dict:
+            rank = ranks(qd_retriever or retriever, [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
+            return {"mrr@10": mrr10(rank), "r@1": round(float((rank == 1).mean()) * 100, 2)}
+
+        pm_rank = ranks(pm_retriever or retriever, [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
+        return {"fold1_dev_map": {f: round(dev[f]["map"], 2) for f in (*FACETS, "all")},
+                "heldout_real_questions": qdoc(real_q), "heldout_crop_questions": qdoc(crop_q),
+                "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
 
     def evaluate(model, k: int = 0) -> dict:
-        fn = unifar_score_fn(model, cube, show_progress=False, state_cache=cache(k, "cube"))
-        dev = aggregate_csfcube(csfcube_per_query(rank_pools(fn, cube), cube), cube, split="dev")
-        pm_rank = ranks(model, cache(k, "pm"), [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
-        return {"fold1_dev_map": {f: round(dev[f]["map"], 2) for f in (*FACETS, "all")},
-                "heldout_real_questions": qdoc(model, real_q, k), "heldout_crop_questions": qdoc(model, crop_q, k),
-                "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
+        return scores_of(unifar_score_fn(model, cube, show_progress=False, state_cache=cache(k, "cube")),
+                         None, UniFARRetriever(model, state_cache=cache(k, "pm")), UniFARRetriever(model, state_cache=cache(k, "qd")))
 
     def only_real(d):
         keep = [dataclasses.replace(u, questions={f: q for f, q in u.questions.items() if q is not None and q.origin != "icrop"})
@@ -129,9 +140,19 @@ def main(argv: list[str] | None = None) -> dict:
         return FTUDataset(keep, d.documents, d.manifest)
 
     base = UniFAR(UniFARConfig(max_tokens=args.max_tokens))
+    runs = {}
+    if args.mean_pooling:
+        from unifar.baselines import MeanPoolingEncoder
+        from unifar.retrievers import MeanPoolingRetriever
+
+        t0 = time.perf_counter()
+        mp = MeanPoolingRetriever(MeanPoolingEncoder("minilm", max_length=args.max_tokens, show_progress=False,
+                                                     cache_dir=args.cache_dir))
+        runs["mean pooling (base encoder)"] = {"spec": {"baseline": "mean pooling"}, **scores_of(mp.csfcube_score_fn(cube), mp),
+                                               "seconds": round(time.perf_counter() - t0, 1)}
+        print("mean pooling", runs["mean pooling (base encoder)"], flush=True)
     untrained = json.loads(args.untrained) if args.untrained else {
         "untrained (identity init)": {}, "untrained, w/o MHA_tok": {"use_token_attention": False}}
-    runs = {}
     for name, over in untrained.items():
         t0 = time.perf_counter()
         model = UniFAR(UniFARConfig(**{"max_tokens": args.max_tokens, **over}), base_model=base.base, tokenizer=base.tokenizer)
@@ -146,7 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
         work = Path(args.work) / name.replace(" ", "_").replace("/", "-")
         res = train(None, only_real(tr) if spec.get("real_only") else tr,
                     TrainArgs(output_dir=str(work), freeze_base=True, progress=False, seed=args.seed, save_every=10**6,
-                              epochs=spec.get("epochs"), train_top_layers=k),
+                              epochs=spec.get("epochs"), train_top_layers=k,
+                              top_layers_dropout=bool(spec.get("top_layers_dropout", False))),
                     model=model, state_cache=cache(k, "ftu"), eval_dataset=ev)
         held_out = {k: round(v, 3) for k, v in (res.run_info.get("held_out") or {}).items() if isinstance(v, float)}
         runs[name] = {"spec": spec, **evaluate(res.model, k), "held_out_loss": held_out, "steps": res.steps,
@@ -157,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
            "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
            "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
            "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
-           "seed": args.seed, "max_tokens": args.max_tokens, "runs": runs, "git": git_commit(), "machine": machine_info()}
+           "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "git": git_commit(), "machine": machine_info()}
     print(f"wrote {write_json(args.out, out)}")
     return out
 
