@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
         from unifar.retrievers import MeanPoolingRetriever
 
         t0 = time.perf_counter()
-        mp = MeanPoolingRetriever(MeanPoolingEncoder("minilm", max_length=args.max_tokens, show_progress=False,
+        mp = MeanPoolingRetriever(MeanPoolingEncoder(base.config.base_model, max_length=args.max_tokens, show_progress=False,
                                                      cache_dir=args.cache_dir))
         runs["mean pooling (base encoder)"] = {"spec": {"baseline": "mean pooling"}, **scores_of(mp.csfcube_score_fn(cube), mp),
                                                "seconds": round(time.perf_counter() - t0, 1)}

@@ -17,6 +17,7 @@ The official script calls ``np.asfarray``, removed in NumPy 2; these functions d
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -149,5 +150,10 @@ def ranx_per_query(
     # A Run object keeps the per-query scores keyed by query id (``run.scores``); a plain dict
     # with return_mean=False returns a bare array (and ranx 0.3.21 mislabels "<metric>-l<N>").
     run_obj = Run({q: dict(d) for q, d in run.items()})
-    evaluate(Qrels({q: dict(d) for q, d in qrels.items()}), run_obj, list(metrics))
+    with warnings.catch_warnings():
+        # ranx's numba kernels warn about a uint64 -> int64 cast (harmless: counts, not scores)
+        # when they compile, i.e. only in a fresh environment; the stray stderr line made
+        # notebook outputs depend on the state of numba's cache.
+        warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
+        evaluate(Qrels({q: dict(d) for q, d in qrels.items()}), run_obj, list(metrics))
     return {m: {q: float(v) for q, v in run_obj.scores[m].items()} for m in metrics}

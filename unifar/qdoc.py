@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from .data.schema import QDocBenchmark
+from .metrics import ranx_per_query
 
 __all__ = [
     "QDocProtocol",
@@ -196,13 +197,10 @@ def ranx_qrels(qrels: Mapping[str, Mapping[str, float]], threshold: float, grade
 
 
 def _ranx_scores(qrels: Mapping[str, Mapping[str, int]], run: Run, metrics: Sequence[str]) -> dict[str, dict[str, float]]:
-    from ranx import Qrels, Run as RanxRun, evaluate  # lazy: numba start-up takes seconds
-
     if not metrics:
         return {}
-    run_obj = RanxRun({q: dict(d) for q, d in run.items()})
-    evaluate(Qrels({q: dict(d) for q, d in qrels.items()}), run_obj, list(metrics), make_comparable=False)
-    return {m: {q: 100.0 * float(v) for q, v in run_obj.scores[m].items()} for m in metrics}
+    per_query = ranx_per_query(qrels, run, metrics)
+    return {m: {q: 100.0 * v for q, v in per_query[m].items()} for m in metrics}
 
 
 def evaluate_ranking(run: Run, bench: QDocBenchmark, protocol: QDocProtocol) -> QDocResult:

@@ -178,8 +178,9 @@ class FacetLabeller:
         max_iter: L-BFGS iterations at most (``"linear"``).
         tol: L-BFGS stopping tolerance (``"linear"``). 1e-6, not scikit-learn's 1e-4: at 1e-4 a
             weakly regularised fit (C = 10, 100) stops early at a point that moves with 1e-6
-            noise in the embeddings, and CSAbstruct dev macro-F1 moved by up to 0.008 from one
-            CPU to another (measured); at 1e-6 it converges to the same predictions.
+            noise in the embeddings: CSAbstruct dev macro-F1 for one C moved by up to 0.01
+            (measured here; CI picked another C than this machine); at 1e-6 it converged to
+            the same predictions.
         min_confidence: answer ``None`` when the top class probability (linear) or vote share
             (kNN) is below it; ``None``: always a facet.
         batch_size: sentences per encoder call.
