@@ -139,6 +139,17 @@ def main(argv: list[str] | None = None) -> dict:
                 for u in d.ftus]
         return FTUDataset(keep, d.documents, d.manifest)
 
+    def save() -> dict:
+        """Write every row so far (atomically): a run killed for time keeps its finished rows."""
+        out = {"what": "dev-only tuning of chapter 4's CPU profile (UniFAR-MiniLM, frozen base): CSFCube fold1_dev MAP "
+                       "and held-out FTU question -> source-document retrieval (percent)",
+               "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
+               "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
+               "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
+               "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "git": git_commit(), "machine": machine_info()}
+        write_json(args.out, out)
+        return out
+
     base = UniFAR(UniFARConfig(max_tokens=args.max_tokens))
     runs = {}
     if args.mean_pooling:
@@ -151,6 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
         runs["mean pooling (base encoder)"] = {"spec": {"baseline": "mean pooling"}, **scores_of(mp.csfcube_score_fn(cube), mp),
                                                "seconds": round(time.perf_counter() - t0, 1)}
         print("mean pooling", runs["mean pooling (base encoder)"], flush=True)
+        save()
     untrained = json.loads(args.untrained) if args.untrained else {
         "untrained (identity init)": {}, "untrained, w/o MHA_tok": {"use_token_attention": False}}
     for name, over in untrained.items():
@@ -158,6 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
         model = UniFAR(UniFARConfig(**{"max_tokens": args.max_tokens, **over}), base_model=base.base, tokenizer=base.tokenizer)
         runs[name] = {"spec": {"config": over}, **evaluate(model), "seconds": round(time.perf_counter() - t0, 1)}
         print(name, runs[name], flush=True)
+        save()
     for name, spec in grid.items():
         t0 = time.perf_counter()
         cfg = UniFARConfig(**{"max_tokens": args.max_tokens, **spec.get("config", {})})
@@ -174,13 +187,9 @@ def main(argv: list[str] | None = None) -> dict:
         runs[name] = {"spec": spec, **evaluate(res.model, k), "held_out_loss": held_out, "steps": res.steps,
                       "seconds": round(time.perf_counter() - t0, 1)}
         print(name, runs[name], flush=True)
-    out = {"what": "dev-only tuning of chapter 4's CPU profile (UniFAR-MiniLM, frozen base): CSFCube fold1_dev MAP "
-                   "and held-out FTU question -> source-document retrieval (percent)",
-           "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
-           "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
-           "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
-           "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "git": git_commit(), "machine": machine_info()}
-    print(f"wrote {write_json(args.out, out)}")
+        save()
+    out = save()
+    print(f"wrote {args.out}")
     return out
 
 
