@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from unifar.baselines import BM25Scorer, MeanPoolingEncoder, bm25_score_fn, document_text, facet_query_text
+from unifar.baselines import (BM25Scorer, MeanPoolingEncoder, bm25_score_fn, document_text, facet_query_text,
+                              hybrid_score_fn)
 from unifar.data.csfcube import CSFCube, load_csfcube
 from unifar.evaluate import rank_pools
 
@@ -125,3 +126,16 @@ def test_mean_pooling_cache_reuses_and_tracks_weights(tiny_encoder_dir: Path, tm
     assert enc.cache_key(texts) != key
     assert not torch.equal(enc.encode(texts), first)
     assert len(list(cache.glob("mean-*.safetensors"))) == 2
+
+
+def test_hybrid_score_fn_fuses_z_scores_per_pool() -> None:
+    import numpy as np
+
+    dense = lambda f, q, c: np.array([0.9, 0.8, 0.7])  # noqa: E731 - prefers the first candidate
+    lexical = lambda f, q, c: np.array([0.0, 0.0, 30.0])  # noqa: E731 - prefers the last, on another scale
+    cands = ["a", "b", "c"]
+    assert np.argmax(hybrid_score_fn(dense, lexical, 0.0)("method", "q", cands)) == 0
+    assert np.argmax(hybrid_score_fn(dense, lexical, 2.0)("method", "q", cands)) == 2
+    # scale-free: multiplying the lexical scores by 1000 changes nothing
+    big = lambda f, q, c: 1000 * lexical(f, q, c)  # noqa: E731
+    assert np.allclose(hybrid_score_fn(dense, lexical, 0.5)("m", "q", cands), hybrid_score_fn(dense, big, 0.5)("m", "q", cands))

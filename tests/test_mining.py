@@ -75,6 +75,30 @@ def test_facet_positive_is_the_closest_facet_text_and_hard_negative_a_topical_ne
     assert all(t.query_id == "d0" and t.neg_id != t.pos_id for t in triplets)
 
 
+def test_hybrid_signal_reranks_dense_neighbours_by_facet_evidence():
+    others = [f"d{i}" for i in range(1, 5)]
+    cos = (hashing_encoder([" ".join(TOY["d0"]["sentences"])])
+           @ hashing_encoder([" ".join(TOY[d]["sentences"]) for d in others]).T)[0]
+    nearest = [others[i] for i in torch.argsort(cos, descending=True).tolist()]
+    kw = dict(signal="hybrid", neighbourhood=2, rerank_depth=4, random_negatives_per_facet=0, min_facet_words=3)
+    # weight 0: the teacher is the plain cosine, so every facet gets d0's dense nearest neighbour
+    plain = mine_facet_triplets(TOY, list(TOY), hashing_encoder, MiningConfig(hybrid_weight=0.0, **kw), query_ids=["d0"])
+    assert {t.pos_id for t in plain} == {nearest[0]} and len({t.facet for t in plain}) == 3
+    # a heavy facet term: each facet's positive is the document sharing that facet's sentence
+    facet = mine_facet_triplets(TOY, list(TOY), hashing_encoder, MiningConfig(hybrid_weight=10.0, **kw), query_ids=["d0"])
+    by_facet = {t.facet: t for t in facet}
+    assert (by_facet["background"].pos_id, by_facet["method"].pos_id, by_facet["result"].pos_id) == ("d2", "d1", "d3")
+    # the hard negative is one of the 2 nearest dense neighbours, never the positive
+    assert all(t.neg_id in nearest[:2] and t.neg_id != t.pos_id for t in facet)
+
+
+def test_mining_config_checks_the_signal():
+    with pytest.raises(ValueError, match="unknown mining signal"):
+        MiningConfig(signal="citation-intent")
+    with pytest.raises(ValueError, match="rerank_depth"):
+        MiningConfig(signal="hybrid", neighbourhood=20, rerank_depth=10)
+
+
 def test_attribution_and_citation_triplets():
     facets = attribute_facets(["convolutional neural network with dropout", "accuracy on ImageNet"],
                               [TOY["d0"], TOY["d0"]], hashing_encoder)

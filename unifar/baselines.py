@@ -35,6 +35,7 @@ __all__ = [
     "MeanPoolingEncoder",
     "bm25_score_fn",
     "facet_bm25_score_fn",
+    "hybrid_score_fn",
     "document_text",
     "facet_query_text",
     "mean_pooling_score_fn",
@@ -128,6 +129,22 @@ def facet_bm25_score_fn(data: CSFCube, stem: bool = True):
     def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
         query = facet_query_text(data.papers[qpid], facet, " ", title=False)
         return scorers[facet].scores(query, cands) if query.strip() else np.zeros(len(cands))
+
+    return score
+
+
+def hybrid_score_fn(dense_fn, lexical_fn, weight: float):
+    """CSFCube score function: ``z(dense) + weight * z(lexical)`` over each pool
+    (:func:`unifar.scoring.zscore_fusion`).
+
+    With a mean-pooling ``dense_fn`` and :func:`facet_bm25_score_fn` as ``lexical_fn`` this is the
+    teacher of the ``hybrid`` mining signal (:mod:`unifar.data.mining`), checked on fold1_dev in
+    chapter 3. There the pool is the query's dense neighbourhood instead of CSFCube's annotated pool.
+    """
+    from .scoring import zscore_fusion
+
+    def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
+        return zscore_fusion([dense_fn(facet, qpid, cands), lexical_fn(facet, qpid, cands)], [1.0, weight])
 
     return score
 

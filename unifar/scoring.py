@@ -9,10 +9,13 @@ exact or approximate vector index serves a large corpus (:func:`flatten_for_inde
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["facet_similarity", "qdoc_scores", "docdoc_scores", "flatten_for_index"]
+__all__ = ["facet_similarity", "qdoc_scores", "docdoc_scores", "flatten_for_index", "zscore_fusion"]
 
 
 def _check(q: torch.Tensor, d: torch.Tensor) -> None:
@@ -63,3 +66,27 @@ def flatten_for_index(e: torch.Tensor) -> torch.Tensor:
     """[N, F, h] -> [N, F*h]: the concatenated facet vectors (a plain inner-product index on these,
     divided by F, gives :func:`qdoc_scores` when the facet vectors are L2-normalised)."""
     return e.reshape(e.shape[0], -1)
+
+
+def zscore_fusion(scores: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """Weighted sum of score lists over the same candidates, each z-normalised over them:
+    ``sum_k w_k (s_k - mean(s_k)) / std(s_k)`` (a constant list contributes 0).
+
+    The fusion of dense and lexical evidence behind the ``hybrid`` mining signal
+    (:mod:`unifar.data.mining`) and its CSFCube check (:func:`unifar.baselines.hybrid_score_fn`):
+    z-scores put a cosine and a BM25 score, whose scales differ, on one footing per query.
+
+    >>> zscore_fusion([np.array([0.9, 0.8, 0.7]), np.array([0.0, 0.0, 6.0])], [1.0, 0.5]).round(4).tolist()
+    [0.8712, -0.3536, -0.5176]
+    """
+    if len(scores) != len(weights) or not scores:
+        raise ValueError(f"need one weight per score list, got {len(scores)} lists and {len(weights)} weights")
+    out = np.zeros(np.asarray(scores[0]).shape, dtype=np.float64)
+    for s, w in zip(scores, weights):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != out.shape:
+            raise ValueError(f"score lists differ in shape: {s.shape} vs {out.shape}")
+        sd = s.std()
+        if sd > 0:
+            out += w * (s - s.mean()) / sd
+    return out

@@ -25,6 +25,17 @@ Facet positives and negatives (per query document d and facet f with facet-f sen
   BM25: topically close, facet-f different, which is what CSFCube's pools ask a model to tell
   apart. One random document of the pool is a second, easy negative. Lexical BM25 picks the
   positives so that the encoder being trained is not taught its own similarities.
+* ``hybrid`` (``MiningConfig(signal="hybrid")``; facet-specific, every labelled document): d's
+  ``rerank_depth`` dense (base-encoder) topical neighbours are reranked by a teacher score,
+  ``z(cosine) + hybrid_weight * z(facet-f BM25)`` (z over the candidates,
+  :func:`unifar.scoring.zscore_fusion`), the way CSFCube reranks a pool of topical neighbours.
+  The positive is the teacher's top candidate among those with facet-f sentences (at least
+  ``min_facet_words`` words); the hard negative is the one of the
+  ``neighbourhood`` nearest that the teacher ranks lowest (topically close, facet-f different);
+  plus one random negative. On CSFCube fold1_dev this teacher is a better ranker than either
+  part alone (chapter 3, section 3.3), so it can teach the encoder what its own cosine misses.
+  Unlike ``facet-bm25``, it does use the encoder's similarities: only the facet evidence added
+  to them is new to the model.
 * ``citation`` (real, not facet-specific): each SciRepEval triplet (query cites positive, not
   negative) is attached to the facet of the query whose facet-f text is closest (dense cosine)
   to the cited abstract.
@@ -60,6 +71,7 @@ from .questions import ICropQuestionGenerator, Question
 __all__ = [
     "MiningConfig",
     "OfflineFTUs",
+    "SIGNALS",
     "SOURCES",
     "load_training_documents",
     "label_unlabelled",
@@ -71,6 +83,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Signals that pick the facet positives (``MiningConfig.signal``).
+SIGNALS = ("facet-bm25", "hybrid")
 
 #: Offline sources, their pool (documents are only paired within a pool) and field.
 SOURCES: dict[str, tuple[str, str]] = {
@@ -91,9 +106,15 @@ class MiningConfig:
     hard_negatives_per_facet: int = 1
     random_negatives_per_facet: int = 1
     neighbourhood: int = 20  # dense topical neighbours a hard negative is drawn from
-    min_facet_words: int = 5  # facet text shorter than this gives no facet-bm25 pair
+    min_facet_words: int = 5  # facet text shorter than this gives no facet pair
     max_query_documents: int | None = None  # per source, seeded sample (None: all)
     seed: int = 0
+    # Which score picks positives (and ranks the hard-negative candidates): "facet-bm25" (BM25
+    # between facet-f texts over the whole pool) or "hybrid" (the dense topical neighbours
+    # reranked by z(cosine) + hybrid_weight * z(facet BM25); see the module docstring).
+    signal: str = "facet-bm25"
+    hybrid_weight: float = 0.25  # chosen on CSFCube fold1_dev (chapter 3, section 3.3)
+    rerank_depth: int = 100  # hybrid: dense neighbours reranked (CSFCube's pools hold 88-253)
 
     def __post_init__(self) -> None:
         self.sources = tuple(self.sources)
@@ -104,6 +125,10 @@ class MiningConfig:
             raise ValueError("positives_per_facet must be at least 1")
         if self.neighbourhood < 2:
             raise ValueError("neighbourhood must be at least 2")
+        if self.signal not in SIGNALS:
+            raise ValueError(f"unknown mining signal {self.signal!r}; choose from {SIGNALS}")
+        if self.signal == "hybrid" and self.rerank_depth < self.neighbourhood:
+            raise ValueError(f"rerank_depth ({self.rerank_depth}) must be at least neighbourhood ({self.neighbourhood})")
 
 
 @dataclass
@@ -246,19 +271,27 @@ def mine_facet_triplets(
     config: MiningConfig,
     query_ids: Sequence[str] | None = None,
 ) -> list[Triplet]:
-    """The ``facet-bm25`` signal (module docstring) over one pool ``ids``; ``query_ids`` (default
-    all) are the query documents. Returns ``Triplet``s (each positive paired with each negative)."""
+    """Facet triplets over one pool ``ids`` with ``config.signal`` (``facet-bm25`` or ``hybrid``,
+    module docstring); ``query_ids`` (default all) are the query documents. Returns ``Triplet``s
+    (each positive paired with each negative)."""
     from ..baselines import BM25Scorer
+    from ..scoring import zscore_fusion
 
     ids = list(ids)
     pos_of = {d: i for i, d in enumerate(ids)}
     queries = list(query_ids) if query_ids is not None else ids
     rng = np.random.default_rng(config.seed)
+    hybrid = config.signal == "hybrid"
     E = encode([whole_text(docs[d]) for d in ids])  # [N, h], unit norm
     sims = E @ E.T
     sims.fill_diagonal_(-2.0)  # never one's own neighbour
-    k = min(config.neighbourhood, len(ids) - 1)
-    neighbours = torch.topk(sims, k, dim=1).indices.numpy() if k > 0 else np.zeros((len(ids), 0), dtype=int)
+    depth = min(max(config.neighbourhood, config.rerank_depth if hybrid else 0), len(ids) - 1)
+    if depth > 0:
+        top = torch.topk(sims, depth, dim=1)
+        neighbours, neighbour_sims = top.indices.numpy(), top.values.double().numpy()
+    else:
+        neighbours, neighbour_sims = np.zeros((len(ids), 0), dtype=int), np.zeros((len(ids), 0))
+    k = min(config.neighbourhood, depth)
     out: list[Triplet] = []
     for f in FACETS:
         texts = {d: facet_text(docs[d], f) for d in ids}
@@ -267,21 +300,42 @@ def mine_facet_triplets(
             continue
         scorer = BM25Scorer({d: texts[d] for d in have})
         have_set = set(have)
+
+        def bm25(q: str, cands: list[str]) -> np.ndarray:
+            """Facet-f BM25 of q's facet text; 0 for candidates without facet-f text."""
+            out_ = np.zeros(len(cands))
+            rows = [i for i, d in enumerate(cands) if d in have_set]
+            if rows:
+                out_[rows] = scorer.scores(texts[q], [cands[i] for i in rows])
+            return out_
+
         for q in queries:
             if q not in have_set:
                 continue
-            s = scorer.scores(texts[q], have)
-            s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
-            order = np.argsort(-s, kind="stable")
-            positives = [have[i] for i in order[: config.positives_per_facet] if np.isfinite(s[i]) and s[i] > 0]
-            if not positives:
-                continue
-            # hard negatives: topical neighbours with the least facet-f overlap (those without
-            # facet-f text at all come after those with some, which are the informative ones)
-            neigh = [ids[j] for j in neighbours[pos_of[q]] if ids[j] not in positives]
-            with_f = [d for d in neigh if d in have_set]
-            score_of = dict(zip(with_f, scorer.scores(texts[q], with_f))) if with_f else {}
-            ranked = sorted(with_f, key=lambda d: score_of[d]) + [d for d in neigh if d not in have_set]
+            if hybrid:
+                # rerank q's dense neighbourhood: z(cosine) + w z(facet-f BM25) over the candidates
+                cands = [ids[j] for j in neighbours[pos_of[q]]]
+                teacher = zscore_fusion([neighbour_sims[pos_of[q]], bm25(q, cands)], [1.0, config.hybrid_weight])
+                order = [i for i in np.argsort(-teacher, kind="stable") if cands[i] in have_set]  # a facet-f text to match
+                positives = [cands[i] for i in order[: config.positives_per_facet]]
+                if not positives:
+                    continue
+                score_of = dict(zip(cands, teacher))
+                neigh = [d for d in cands[:k] if d not in positives]
+                ranked = sorted(neigh, key=lambda d: score_of[d])
+            else:
+                s = scorer.scores(texts[q], have)
+                s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
+                order = np.argsort(-s, kind="stable")
+                positives = [have[i] for i in order[: config.positives_per_facet] if np.isfinite(s[i]) and s[i] > 0]
+                if not positives:
+                    continue
+                # hard negatives: topical neighbours with the least facet-f overlap (those without
+                # facet-f text at all come after those with some, which are the informative ones)
+                neigh = [ids[j] for j in neighbours[pos_of[q], :k] if ids[j] not in positives]
+                with_f = [d for d in neigh if d in have_set]
+                score_of = dict(zip(with_f, scorer.scores(texts[q], with_f))) if with_f else {}
+                ranked = sorted(with_f, key=lambda d: score_of[d]) + [d for d in neigh if d not in have_set]
             negatives = ranked[: config.hard_negatives_per_facet]
             pool = [d for d in ids if d != q and d not in positives and d not in negatives]
             if pool and config.random_negatives_per_facet:
@@ -360,7 +414,8 @@ def build_offline_ftus(
     unlabelled ones, mine each signal, merge triplets into FTUs, attach questions.
 
     ``encode``: texts -> unit-norm float tensor ``[N, h]`` (e.g. ``MeanPoolingEncoder.encode``),
-    used for topical neighbours and facet attribution, never for choosing positives.
+    used for topical neighbours and facet attribution, and, with ``config.signal == "hybrid"``,
+    as the dense half of the teacher score that picks positives.
     ``labeller``: anything with ``label_documents(docs)`` (the offline
     :class:`~unifar.data.labeller.FacetLabeller` or the table-6 :class:`~unifar.data.labelling.LLMLabeller`).
     ``questions``: the generator for facets without a real question (default: independent
@@ -392,9 +447,9 @@ def build_offline_ftus(
     for pool, ids in sorted(pools.items()):
         mined = mine_facet_triplets(docs, ids, encode, config, [d for d in ids if d in query_ids])
         triplets += mined
-        per_signal["facet-bm25"] += len(mined)
+        per_signal[config.signal] += len(mined)
         for t in mined:
-            signal_of.setdefault((t.query_id, t.facet), "facet-bm25")
+            signal_of.setdefault((t.query_id, t.facet), config.signal)
     if extra["scirepeval_triplets"]:
         cited, skipped = citation_triplets(extra["scirepeval_triplets"], docs, encode)
         triplets += cited
