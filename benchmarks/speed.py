@@ -8,13 +8,17 @@ layers). Both timings include tokenisation. Also reports the agreement of bf16 w
 run, so a precision change that hurts retrieval shows up here. Prints a table, writes JSON.
 
 Training (``--train-ftus DIR``): optimizer steps of the paper's batch (4 FTUs x accumulation 4)
-on an FTU folder, once with every parameter trained (the paper) and once with the base frozen
-and its states cached (our CPU default; timed after one warm-up pass fills the cache).
+on an FTU folder, in each of ``--train-modes``: ``full`` (every parameter trained, the paper),
+``frozen`` (the base frozen and its states cached, our CPU default) and ``top`` (the base frozen
+but its top ``--train-top-layers`` layers trained on cached states of the layers below). The
+cached modes are timed after one warm-up pass fills the cache.
 ``--evaluate`` times the full CSFCube test evaluation of UniFAR (encoding 4,205 papers and
 ranking 50 pools) and reports its MAP; with ``--n-docs 0`` it also scores the embeddings of every
 timed run (so a bf16 run that hurts retrieval shows up). Peak memory: CUDA's max allocated, else the process RSS.
 
     python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/default
+    python benchmarks/speed.py --model minilm --device cpu --n-docs 64 --train-ftus artifacts/ftus/default \
+        --train-modes frozen top --train-steps 8 --json results/ch04/speed_top_layer.json
     python benchmarks/speed.py --model minilm --device cuda --precision fp32 bf16 --evaluate --train-ftus DIR
 """
 
@@ -55,20 +59,28 @@ def _time_training(args: argparse.Namespace, device: torch.device) -> list[dict]
     per_step = cfg.batch_size * cfg.grad_accumulation
     sub = FTUDataset(ftus=data.ftus[: per_step * args.train_steps], documents=data.documents)
     out = []
-    for mode, freeze in (("full fine-tuning", False), ("frozen base, cached states", True)):
+    k = args.train_top_layers
+    modes = {"full": ("full fine-tuning", False, 0), "frozen": ("frozen base, cached states", True, 0),
+             "top": (f"top {k} layer(s) trained, cached states below", True, k)}
+    for key in args.train_modes:
+        mode, freeze, top = modes[key]
         model = UniFAR(cfg, device=device)
-        cache = TokenStateCache() if freeze else None
+        cache = TokenStateCache(top_layers=top) if freeze else None
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
+
+        def targs(out_dir: str) -> TrainArgs:
+            return TrainArgs(output_dir=out_dir, freeze_base=freeze, train_top_layers=top, progress=False,
+                             device=str(device), save_every=10**6)
+
         with tempfile.TemporaryDirectory() as tmp:
             if freeze:  # one untimed pass fills the cache, as every epoch after the first sees it
-                train(None, sub, TrainArgs(output_dir=f"{tmp}/warm", freeze_base=True, progress=False, device=str(device),
-                                           save_every=10**6), model=UniFAR(cfg, device=device), state_cache=cache)
-            res = train(None, sub, TrainArgs(output_dir=f"{tmp}/run", freeze_base=freeze, progress=False, device=str(device),
-                                             save_every=10**6), model=model, state_cache=cache)
+                train(None, sub, targs(f"{tmp}/warm"), model=UniFAR(cfg, device=device), state_cache=cache)
+            res = train(None, sub, targs(f"{tmp}/run"), model=model, state_cache=cache)
         info = res.run_info
-        out.append({"mode": mode, "steps": info["steps"], "ftus_per_step": per_step, "ftus_per_s": info["ftus_per_second"],
-                    "seconds": info["train_loop_seconds"], "bf16": info["bf16"], "peak_mib": _peak_mib(device)})
+        out.append({"mode": mode, "train_top_layers": top, "steps": info["steps"], "ftus_per_step": per_step,
+                    "ftus_per_s": info["ftus_per_second"], "seconds": info["train_loop_seconds"], "bf16": info["bf16"],
+                    "peak_mib": _peak_mib(device)})
     return out
 
 
@@ -85,6 +97,9 @@ def main(argv: list[str] | None = None) -> dict:
                     "(and, with --n-docs 0, score every timed run's embeddings)")
     ap.add_argument("--train-ftus", default=None, help="FTU folder: also time training steps")
     ap.add_argument("--train-steps", type=int, default=2, help="optimizer steps timed per training mode")
+    ap.add_argument("--train-modes", nargs="+", default=["full", "frozen"], choices=["full", "frozen", "top"],
+                    help="training modes timed (default: full frozen)")
+    ap.add_argument("--train-top-layers", type=int, default=1, help="layers trained in the 'top' mode")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
