@@ -90,6 +90,10 @@ def test_hybrid_signal_reranks_dense_neighbours_by_facet_evidence():
     assert (by_facet["background"].pos_id, by_facet["method"].pos_id, by_facet["result"].pos_id) == ("d2", "d1", "d3")
     # the hard negative is one of the 2 nearest dense neighbours, never the positive
     assert all(t.neg_id in nearest[:2] and t.neg_id != t.pos_id for t in facet)
+    # teacher_margin=1: the nearest dense neighbour outside the teacher's top 1 (= the positive)
+    margin = mine_facet_triplets(TOY, list(TOY), hashing_encoder, MiningConfig(hybrid_weight=10.0, teacher_margin=1, **kw),
+                                 query_ids=["d0"])
+    assert all(t.neg_id == next(d for d in nearest if d != t.pos_id) for t in margin)
 
 
 def test_mining_config_checks_the_signal():
@@ -97,6 +101,8 @@ def test_mining_config_checks_the_signal():
         MiningConfig(signal="citation-intent")
     with pytest.raises(ValueError, match="rerank_depth"):
         MiningConfig(signal="hybrid", neighbourhood=20, rerank_depth=10)
+    with pytest.raises(ValueError, match="teacher_margin"):
+        MiningConfig(signal="hybrid", teacher_margin=100)
 
 
 def test_attribution_and_citation_triplets():

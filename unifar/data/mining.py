@@ -115,6 +115,10 @@ class MiningConfig:
     signal: str = "facet-bm25"
     hybrid_weight: float = 0.25  # chosen on CSFCube fold1_dev (chapter 3, section 3.3)
     rerank_depth: int = 100  # hybrid: dense neighbours reranked (CSFCube's pools hold 88-253)
+    # hybrid: None = the hard negative is the neighbour (of the `neighbourhood` nearest) that the
+    # teacher ranks lowest; m = the nearest neighbour that the teacher ranks below its top m, i.e.
+    # where the encoder and the teacher disagree most sharply (harder, and more often relevant)
+    teacher_margin: int | None = None
 
     def __post_init__(self) -> None:
         self.sources = tuple(self.sources)
@@ -125,6 +129,8 @@ class MiningConfig:
             raise ValueError("positives_per_facet must be at least 1")
         if self.neighbourhood < 2:
             raise ValueError("neighbourhood must be at least 2")
+        if self.teacher_margin is not None and not 0 < self.teacher_margin < self.rerank_depth:
+            raise ValueError(f"teacher_margin must be in [1, rerank_depth), got {self.teacher_margin}")
         if self.signal not in SIGNALS:
             raise ValueError(f"unknown mining signal {self.signal!r}; choose from {SIGNALS}")
         if self.signal == "hybrid" and self.rerank_depth < self.neighbourhood:
@@ -320,9 +326,12 @@ def mine_facet_triplets(
                 positives = [cands[i] for i in order[: config.positives_per_facet]]
                 if not positives:
                     continue
-                score_of = dict(zip(cands, teacher))
-                neigh = [d for d in cands[:k] if d not in positives]
-                ranked = sorted(neigh, key=lambda d: score_of[d])
+                if config.teacher_margin is None:
+                    score_of = dict(zip(cands, teacher))
+                    ranked = sorted((d for d in cands[:k] if d not in positives), key=lambda d: score_of[d])
+                else:  # cands are in dense order: the nearest ones the teacher puts below its top m
+                    below = set(np.argsort(-teacher, kind="stable")[config.teacher_margin :].tolist())
+                    ranked = [d for i, d in enumerate(cands) if i in below and d not in positives]
             else:
                 s = scorer.scores(texts[q], have)
                 s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
