@@ -103,6 +103,8 @@ def test_mining_config_checks_the_signal():
         MiningConfig(signal="hybrid", neighbourhood=20, rerank_depth=10)
     with pytest.raises(ValueError, match="teacher_margin"):
         MiningConfig(signal="hybrid", teacher_margin=100)
+    with pytest.raises(ValueError, match="needs the hybrid signal"):
+        MiningConfig(signal="facet-bm25", teacher_margin=3)
 
 
 def test_attribution_and_citation_triplets():

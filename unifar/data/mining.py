@@ -131,6 +131,8 @@ class MiningConfig:
             raise ValueError("neighbourhood must be at least 2")
         if self.teacher_margin is not None and not 0 < self.teacher_margin < self.rerank_depth:
             raise ValueError(f"teacher_margin must be in [1, rerank_depth), got {self.teacher_margin}")
+        if self.teacher_margin is not None and self.signal != "hybrid":
+            raise ValueError(f"teacher_margin needs the hybrid signal (it ranks by the teacher), got signal={self.signal!r}")
         if self.signal not in SIGNALS:
             raise ValueError(f"unknown mining signal {self.signal!r}; choose from {SIGNALS}")
         if self.signal == "hybrid" and self.rerank_depth < self.neighbourhood:
