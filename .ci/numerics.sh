@@ -6,8 +6,9 @@
 # take the widest instruction set present, their sums round differently in the last bit, and
 # a labeller decision on chapter 2's embeddings or a training step flips: CI once saw one
 # sentence change label in chapter 3 (2,219 vs 2,220) and second-decimal changes in chapter 5.
-# Measured here (AMD EPYC, AVX2): these settings change no bit of the MiniLM embeddings, while
-# ONEDNN_MAX_CPU_ISA=SSE41 or ATEN_CPU_CAPABILITY=default do change them.
+# Measured here (AMD EPYC, AVX2; benchmarks/cpu_pins.py -> results/ci/cpu_pins.json): these
+# settings change no bit of the MiniLM embeddings, while ONEDNN_MAX_CPU_ISA=SSE41,
+# ATEN_CPU_CAPABILITY=default or MKL_CBWR=COMPATIBLE do change them (by up to 1.2e-7).
 # Every x86-64 CPU of the last decade has AVX2; other architectures are left alone.
 # Set your own values for speed on a wider CPU: the results move only in the last bits.
 if [[ "$(uname -m)" == "x86_64" ]]; then
