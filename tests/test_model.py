@@ -99,6 +99,30 @@ def test_identity_init_starts_near_mean_of_sentences(make_model):
     assert torch.nn.functional.cosine_similarity(out.embeddings[0], mean[None], dim=-1).min() > 0.99
 
 
+def test_key_identity_init_lets_the_attention_learn(make_model):
+    """With Q and K both near zero the logits' gradient w.r.t. W_q is scaled by the small W_k (a
+    saddle: chapter 4's frozen run ended with uniform attention). K = I removes that scale while
+    the model still starts at the mean of its sentence states."""
+    from unifar.losses import kl_attention_loss
+
+    doc = {"title": "T", "sentences": SENTS[:4]}
+    grads = {}
+    for key_identity in (False, True):
+        model = make_model(init="identity", init_key_identity=key_identity).eval()
+        h = model.hidden_size
+        w = model.mha_sent.in_proj_weight
+        assert torch.equal(w[h : 2 * h], torch.eye(h)) == key_identity
+        batch = collate(model.tokenize_documents([doc]), 0)
+        out = model(batch)
+        a = out.attention[0][:, : int(out.sentence_mask[0].sum())]
+        assert a.min() > 0.5 * a.max()  # still close to uniform
+        labels = torch.tensor([[-1, 0, 1, 1, 2]])
+        loss, _ = kl_attention_loss(out.attention[..., : out.sentence_mask.shape[1]], labels, out.sentence_mask)
+        loss.sum().backward()
+        grads[key_identity] = w.grad[:h].norm().item()
+    assert grads[True] > 5 * grads[False]  # about 9x on this tiny model
+
+
 def test_save_load_round_trip(make_model, docs, tmp_path):
     model = make_model(init="random")
     with torch.no_grad():

@@ -36,6 +36,13 @@ class UniFARConfig:
     # states, i.e. at the base encoder's quality. "random": PyTorch's default initialisation.
     init: str = "identity"
     init_qk_std: float = 0.02
+    # With the identity init: start the *key* projection at the identity too (queries stay small).
+    # Attention logits are bilinear in W_q and W_k; with both near zero each one's gradient is
+    # scaled by the other (a saddle; tests/test_model.py measures about 9x more gradient on W_q
+    # with K = I). Still uniform at initialisation. Our option, off by default: on chapter 4's
+    # dev runs it did not make the frozen profile's attention move (section 4.7,
+    # results/ch04/tuning_dev_key_init.json). The paper does not state its initialisation.
+    init_key_identity: bool = False
     # False = the value and output projections of MHA_sent and MHA_tok stay at their initial
     # values and only *where* each facet attends is learned (anchors, E_input, query MLP, Q/K):
     # with the identity init every facet embedding stays a weighted mean of the base encoder's
@@ -78,6 +85,8 @@ class UniFARConfig:
             raise ValueError("facets must name at least one facet")
         if self.init not in ("identity", "random"):
             raise ValueError(f"init must be 'identity' or 'random', got {self.init!r}")
+        if self.init_key_identity and self.init != "identity":
+            raise ValueError("init_key_identity needs init='identity'")
         if not (self.use_sentence_attention or self.use_token_attention):
             raise ValueError("at least one of use_sentence_attention, use_token_attention must be True")
         if self.max_tokens < 8:

@@ -224,7 +224,8 @@ class UniFAR(nn.Module):
 
     # ------------------------------------------------------------------ initialisation
     def _identity_init(self) -> None:
-        """Start near the base encoder: V and output projections = I, Q/K small, MLP output = 0.
+        """Start near the base encoder: V and output projections = I, Q/K small (or K = I with
+        ``init_key_identity``), MLP output = 0.
 
         Then attention is nearly uniform and each facet embedding starts close to the mean of the
         sentence (or token) states, i.e. near plain mean pooling of the base encoder.
@@ -234,6 +235,8 @@ class UniFAR(nn.Module):
             for mha in (self.mha_sent, self.mha_tok):
                 w = mha.in_proj_weight
                 w[: 2 * h].normal_(0.0, self.config.init_qk_std)
+                if self.config.init_key_identity:  # see UniFARConfig.init_key_identity
+                    w[h : 2 * h].copy_(torch.eye(h))
                 w[2 * h :].copy_(torch.eye(h))
                 mha.in_proj_bias.zero_()
                 mha.out_proj.weight.copy_(torch.eye(h))

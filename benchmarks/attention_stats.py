@@ -1,0 +1,105 @@
+"""Did training move the facet attention? Statistics of trained checkpoints on CSFCube fold1_dev (dev only).
+
+For every model (the untrained, identity-initialised one first) over the fold1_dev query and
+candidate papers, with CSFCube's own sentence labels:
+
+* ``norm_entropy``: entropy of each facet's attention over the title and sentences divided by
+  ``log(n)``, averaged (1.0 = uniform, the untrained model);
+* ``mass_on_gold``: attention mass a facet puts on the sentences labelled with it, averaged over
+  (paper, facet) pairs that have such sentences, beside ``uniform_mass_on_gold`` (what uniform
+  attention puts there) and ``title_mass``;
+* ``cos_to_untrained``: mean cosine between a facet embedding and the untrained model's;
+* ``fold1_dev_map``: aggregated and per-facet MAP.
+
+    python benchmarks/attention_stats.py artifacts/ch04/unifar-minilm/final --out results/ch04/attention_stats.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+", help="UniFAR checkpoint folders (saved with save_pretrained)")
+    ap.add_argument("--names", nargs="*", default=None, help="a display name per checkpoint (default: the paths)")
+    ap.add_argument("--csfcube", default="data/csfcube")
+    ap.add_argument("--out", default="results/ch04/attention_stats.json")
+    args = ap.parse_args(argv)
+    if args.names and len(args.names) != len(args.models):
+        raise SystemExit(f"--names gives {len(args.names)} names for {len(args.models)} models")
+
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from unifar import UniFAR, UniFARConfig
+    from unifar.data.csfcube import FACETS, facet_of_label, load_csfcube
+    from unifar.evaluate import csfcube_per_query, rank_pools
+    from unifar.files import write_json
+    from unifar.model import TokenStateCache
+    from unifar.suite import git_commit, machine_info
+    from unifar.train import _unit_labels
+
+    t0 = time.perf_counter()
+    cube = load_csfcube(args.csfcube)
+    dev = cube.splits["all"]["fold1_dev"]
+    pids = sorted({k.split("_")[0] for k in dev} | {c for k in dev for c in cube.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
+    row = {p: i for i, p in enumerate(pids)}
+    docs = [{"title": cube.papers[p]["title"], "sentences": cube.papers[p]["sentences"],
+             "labels": [facet_of_label(lab) for lab in cube.papers[p]["labels"]]} for p in pids]
+    sub = type(cube)(cube.papers, {f: {q: v for q, v in cube.anns[f].items() if f"{q}_{f}" in dev} for f in FACETS},
+                     cube.splits, cube.queries, cube.root)
+
+    def dev_map(e: torch.Tensor) -> dict[str, float]:
+        def score(facet, qpid, cands):
+            f = FACETS.index(facet)
+            return (e[[row[c] for c in cands], f] @ e[row[qpid], f]).numpy()
+        per = csfcube_per_query(rank_pools(score, sub), sub)
+        keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
+        return {t: round(100 * float(np.mean([keyed[i] for i in cube.splits[t]["fold1_dev"]])), 2) for t in (*FACETS, "all")}
+
+    cache = TokenStateCache()  # every model here shares the frozen MiniLM: encode each paper once
+    models = {}
+    for i, path in enumerate(args.models):
+        m = UniFAR.from_pretrained(path, device="cpu").eval()
+        if not models:  # the untrained reference: the first checkpoint's config, fresh weights
+            models["untrained"] = UniFAR(m.config, base_model=m.base, tokenizer=m.tokenizer, device="cpu").eval()
+        models[args.names[i] if args.names else path] = m
+    fidx = {f: i for i, f in enumerate(FACETS)}
+    ref = next(iter(models.values()))
+    labels = [np.array(_unit_labels(d, it, fidx)) for d, it in zip(docs, ref.tokenize_documents(docs))]
+    encs = {name: m.encode_documents(docs, state_cache=cache, show_progress=False) for name, m in models.items()}
+    U = encs["untrained"].embeddings
+    out: dict[str, dict] = {}
+    for name, enc in encs.items():
+        ent, gold, frac, title = [], [], [], []
+        for A, lab, branch in zip(enc.attention, labels, enc.branch):
+            if branch != "sentence":
+                continue
+            A = A[:, : len(lab)].double().numpy()
+            A = A / A.sum(1, keepdims=True)
+            ent.append(float((-(A * np.log(A + 1e-12)).sum(1)).mean() / np.log(len(lab))))
+            title.append(float(A[:, 0].mean()))
+            for f in range(len(FACETS)):
+                g = lab == f
+                if g.any():
+                    gold.append(float(A[f, g].sum()))
+                    frac.append(float(g.mean()))
+        out[name] = {"norm_entropy": round(float(np.mean(ent)), 4), "mass_on_gold": round(float(np.mean(gold)), 4),
+                     "uniform_mass_on_gold": round(float(np.mean(frac)), 4), "title_mass": round(float(np.mean(title)), 4),
+                     "cos_to_untrained": round(float(F.cosine_similarity(enc.embeddings, U, dim=-1).mean()), 4),
+                     "fold1_dev_map": dev_map(enc.embeddings)}
+        print(f"{name:<50} entropy {out[name]['norm_entropy']:.4f}  gold mass {out[name]['mass_on_gold']:.4f} "
+              f"(uniform {out[name]['uniform_mass_on_gold']:.4f})  cos {out[name]['cos_to_untrained']:.4f}  "
+              f"dev MAP {out[name]['fold1_dev_map']['all']}", flush=True)
+    res = {"what": "facet attention statistics on CSFCube fold1_dev papers (dev only); measured here",
+           "n_papers": len(pids), "models": out, "checkpoints": args.models,
+           "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info()}
+    print(f"wrote {write_json(args.out, res)}")
+    return res
+
+
+if __name__ == "__main__":
+    main()
