@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from unifar import UniFAR, UniFARConfig
     from unifar.baselines import MeanPoolingEncoder
-    from unifar.data.csfcube import FACETS, facet_of_label, load_csfcube
+    from unifar.data.csfcube import FACETS, load_csfcube
     from unifar.data.pubmedqa import load_pubmedqa
-    from unifar.evaluate import csfcube_per_query, rank_pools
+    from unifar.evaluate import csfcube_split_papers
     from unifar.files import write_json
     from unifar.model import sentence_states
     from unifar.retrievers import qdoc_document_text
@@ -98,23 +98,9 @@ def main(argv: list[str] | None = None) -> dict:
     # ---- CSFCube fold1_dev -------------------------------------------------------------------
     cube = load_csfcube(args.csfcube)
     dev = cube.splits["all"]["fold1_dev"]
-    pids = sorted({k.split("_")[0] for k in dev} | {c for k in dev for c in cube.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
-    row = {p: i for i, p in enumerate(pids)}
-    docs = [{"title": cube.papers[p]["title"], "sentences": cube.papers[p]["sentences"],
-             "labels": [facet_of_label(lab) for lab in cube.papers[p]["labels"]]} for p in pids]
-    print(f"CSFCube fold1_dev: {len(dev)} query-facets over {len(pids)} papers", flush=True)
+    docs, dev_map = csfcube_split_papers(cube, "fold1_dev")  # dev_map(query embeddings, candidate embeddings)
+    print(f"CSFCube fold1_dev: {len(dev)} query-facets over {len(docs)} papers", flush=True)
     S, labs, doc_tok = states(docs)
-
-    def dev_map(q_emb: torch.Tensor, c_emb: torch.Tensor) -> dict[str, float]:
-        def score(facet, qpid, cands):
-            f = FACETS.index(facet)
-            return (c_emb[[row[c] for c in cands], f] @ q_emb[row[qpid], f]).numpy()
-        # rank only the fold1_dev queries: the other queries' candidates were not encoded
-        sub = type(cube)(cube.papers, {f: {q: v for q, v in cube.anns[f].items() if f"{q}_{f}" in dev} for f in FACETS},
-                         cube.splits, cube.queries, cube.root)
-        per = csfcube_per_query(rank_pools(score, sub), sub)
-        keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
-        return {t: round(100 * float(np.mean([keyed[i] for i in cube.splits[t]["fold1_dev"]])), 2) for t in (*FACETS, "all")}
 
     uniform = facet_embeddings(S, labs, 0.0)
     csfcube: dict[str, dict] = {}

@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> dict:
     import torch.nn.functional as F
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.csfcube import FACETS, facet_of_label, load_csfcube
-    from unifar.evaluate import csfcube_per_query, rank_pools
+    from unifar.data.csfcube import FACETS, load_csfcube
+    from unifar.evaluate import csfcube_split_papers
     from unifar.files import write_json
     from unifar.model import TokenStateCache
     from unifar.suite import git_commit, machine_info
@@ -44,21 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     t0 = time.perf_counter()
     cube = load_csfcube(args.csfcube)
-    dev = cube.splits["all"]["fold1_dev"]
-    pids = sorted({k.split("_")[0] for k in dev} | {c for k in dev for c in cube.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
-    row = {p: i for i, p in enumerate(pids)}
-    docs = [{"title": cube.papers[p]["title"], "sentences": cube.papers[p]["sentences"],
-             "labels": [facet_of_label(lab) for lab in cube.papers[p]["labels"]]} for p in pids]
-    sub = type(cube)(cube.papers, {f: {q: v for q, v in cube.anns[f].items() if f"{q}_{f}" in dev} for f in FACETS},
-                     cube.splits, cube.queries, cube.root)
-
-    def dev_map(e: torch.Tensor) -> dict[str, float]:
-        def score(facet, qpid, cands):
-            f = FACETS.index(facet)
-            return (e[[row[c] for c in cands], f] @ e[row[qpid], f]).numpy()
-        per = csfcube_per_query(rank_pools(score, sub), sub)
-        keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
-        return {t: round(100 * float(np.mean([keyed[i] for i in cube.splits[t]["fold1_dev"]])), 2) for t in (*FACETS, "all")}
+    docs, dev_map = csfcube_split_papers(cube, "fold1_dev")
 
     cache = TokenStateCache()  # every model here shares the frozen MiniLM: encode each paper once
     models = {}
@@ -95,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"(uniform {out[name]['uniform_mass_on_gold']:.4f})  cos {out[name]['cos_to_untrained']:.4f}  "
               f"dev MAP {out[name]['fold1_dev_map']['all']}", flush=True)
     res = {"what": "facet attention statistics on CSFCube fold1_dev papers (dev only); measured here",
-           "n_papers": len(pids), "models": out, "checkpoints": args.models,
+           "n_papers": len(docs), "models": out, "checkpoints": args.models,
            "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info()}
     print(f"wrote {write_json(args.out, res)}")
     return res

@@ -272,3 +272,23 @@ def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_m
     shared = rt.index(docs)
     assert cache.hits == len(docs) and torch.allclose(shared, alone, atol=1e-5)
     assert not torch.allclose(shared, ra.index(docs), atol=1e-3)  # the trained top layer is used
+
+
+def test_csfcube_split_papers_scores_like_the_whole_collection():
+    """Encoding only one split's papers gives each of its queries the MAP it has in the full run."""
+    from unifar.data.csfcube import FACETS, load_csfcube
+    from unifar.evaluate import csfcube_per_query, csfcube_split_papers, rank_pools
+
+    cube = load_csfcube()
+    docs, split_map = csfcube_split_papers(cube, "fold1_dev")
+    ids = cube.splits["all"]["fold1_dev"]
+    assert {i.split("_")[0] for i in ids} <= {d["id"] for d in docs}
+    gen = torch.Generator().manual_seed(0)
+    vec = {p: torch.randn(len(FACETS), 8, generator=gen) for p in sorted(cube.papers)}
+    emb = torch.stack([vec[d["id"]] for d in docs])
+    full = csfcube_per_query(rank_pools(lambda f, q, c: (torch.stack([vec[x] for x in c])[:, FACETS.index(f)]
+                                                          @ vec[q][FACETS.index(f)]).numpy(), cube), cube)
+    keyed = {f"{q}_{f}": m["map"] for f, per_q in full.items() for q, m in per_q.items()}
+    got = split_map(emb)
+    assert got["all"] == round(100 * float(np.mean([keyed[i] for i in ids])), 2)
+    assert got["method"] == round(100 * float(np.mean([keyed[i] for i in cube.splits["method"]["fold1_dev"]])), 2)

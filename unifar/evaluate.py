@@ -38,6 +38,7 @@ __all__ = [
     "ScoreFn",
     "aggregate_csfcube",
     "csfcube_per_query",
+    "csfcube_split_papers",
     "evaluate_csfcube_rankings",
     "ranked_grades",
     "ranked_pool_names",
@@ -179,6 +180,40 @@ def csfcube_per_query(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, floa
     """
     grades = ranked_grades(ranked, data)
     return {f: {q: csfcube_query_metrics(g) for q, g in per_q.items()} for f, per_q in grades.items()}
+
+
+def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev") -> tuple[list[dict], Callable[..., dict[str, float]]]:
+    """The papers of one CSFCube split (its query papers and their candidate pools) and a scorer.
+
+    Returns ``(docs, split_map)``: ``docs`` as ``{"id", "title", "sentences", "labels"}`` (labels
+    mapped to facet names, None for others), in a fixed order; ``split_map(q_emb, c_emb=None)``
+    takes facet embeddings ``[len(docs), F, h]`` in that order (``c_emb`` for the candidates,
+    default ``q_emb``), scores ``M(f, f)`` by dot product, and returns the split's MAP in percent
+    per facet and ``all``. For dev-only analyses that encode only this split's papers.
+    """
+    from .data.csfcube import facet_of_label
+
+    ids = data.splits["all"][split]
+    pids = sorted({k.split("_")[0] for k in ids} | {c for k in ids for c in data.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
+    row = {p: i for i, p in enumerate(pids)}
+    docs = [{"id": p, "title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"],
+             "labels": [facet_of_label(lab) for lab in data.papers[p]["labels"]]} for p in pids]
+    # rank only this split's queries: the other queries' candidates were not encoded
+    sub = type(data)(data.papers, {f: {q: v for q, v in data.anns[f].items() if f"{q}_{f}" in ids} for f in FACETS},
+                     data.splits, data.queries, data.root)
+
+    def split_map(q_emb, c_emb=None) -> dict[str, float]:
+        c_emb = q_emb if c_emb is None else c_emb
+
+        def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
+            f = FACETS.index(facet)
+            return (c_emb[[row[c] for c in cands], f] @ q_emb[row[qpid], f]).numpy()
+
+        per = csfcube_per_query(rank_pools(score, sub), sub)
+        keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
+        return {t: round(100 * float(np.mean([keyed[i] for i in data.splits[t][split]])), 2) for t in CSFCUBE_FACETS}
+
+    return docs, split_map
 
 
 def aggregate_csfcube(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], data: CSFCube, split: str = "test") -> dict[str, dict[str, float]]:
