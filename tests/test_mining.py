@@ -63,7 +63,7 @@ TOY = {
 
 
 def test_facet_positive_is_the_closest_facet_text_and_hard_negative_a_topical_neighbour():
-    cfg = MiningConfig(neighbourhood=2, random_negatives_per_facet=0, min_facet_words=3)
+    cfg = MiningConfig(signal="facet-bm25", neighbourhood=2, random_negatives_per_facet=0, min_facet_words=3)
     triplets = mine_facet_triplets(TOY, list(TOY), hashing_encoder, cfg, query_ids=["d0"])
     by_facet = {t.facet: t for t in triplets}
     assert by_facet["method"].pos_id == "d1"  # same method, other topic
@@ -125,7 +125,7 @@ def small_build():
 def test_build_uses_every_signal_and_marks_question_origins(small_build):
     out = small_build
     rep = out.report
-    assert set(rep["triplets_per_signal"]) == {"facet-bm25", "citation", "search-clicks"}
+    assert set(rep["triplets_per_signal"]) == {"hybrid", "citation", "search-clicks"}  # hybrid: the default signal
     assert rep["dropped_by_leakage_guard"]["csabstruct"] >= 20  # CSAbstruct abstracts that are CSFCube papers
     origins = rep["question_origins"]
     assert origins.get("pubmedqa", 0) > 0 and origins.get("icrop", 0) > 0 and origins.get("scirepeval-search", 0) > 0
