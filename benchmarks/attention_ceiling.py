@@ -16,6 +16,12 @@ reach by re-weighting alone:
   the abstract's own section labels): documents re-weighted, questions = the mean of their
   sentence states, scored by the mean of the diagonal (the paper's q-doc strategy).
 
+With ``--labeller DIR`` (chapter 2's sentence labeller), the CSFCube rows are repeated with the
+*labeller's* predicted facets in place of CSFCube's gold ones: the attention that a perfect fit of
+``L_KL`` would give, since ``L_KL`` trains toward that labeller's labels on the FTUs. The
+labeller's agreement with CSFCube's gold labels is recorded beside it. ``--skip-pubmedqa`` leaves
+the PubMedQA part out (it is most of the run time).
+
 Mean pooling of the base encoder (all tokens, the chapter-5 baseline) is measured in the same
 run. Nothing here touches a test split: fold1_dev and the PubMedQA train half only.
 
@@ -41,6 +47,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--pubmedqa", default="data/pubmedqa_pqal")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--out", default="results/ch05/attention_ceiling.json")
+    ap.add_argument("--labeller", default=None, metavar="DIR",
+                    help="also attend by this sentence labeller's predicted facets (chapter 2's: artifacts/ch02/labeller)")
+    ap.add_argument("--skip-pubmedqa", action="store_true", help="CSFCube fold1_dev only")
     args = ap.parse_args(argv)
 
     import torch
@@ -117,6 +126,41 @@ def main(argv: list[str] | None = None) -> dict:
     csfcube["all-token mean of the unified input (title [SEP] S1 [SEP] ...)"] = dev_map(tm, tm)
     print("  mean pooling:", csfcube["mean pooling (all tokens)"]["all"], flush=True)
 
+    labeller_info = None
+    if args.labeller:
+        from unifar.data.labeller import FacetLabeller
+
+        labeller = FacetLabeller.load(args.labeller, device="cpu")
+        predicted = labeller.label_documents(docs)
+        pred_docs = [{**d, "labels": p} for d, p in zip(docs, predicted)]
+        items = model.tokenize_documents(docs)
+        plabs = [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(pred_docs, items)]
+        gold_units = np.concatenate(labs)
+        pred_units = np.concatenate(plabs)
+        both = gold_units >= 0  # CSFCube-labelled units (the title and unlabelled sentences are -1)
+        labeller_info = {
+            "path": args.labeller,
+            "agreement_with_csfcube_labels": round(float((pred_units[both] == gold_units[both]).mean()) * 100, 2),
+            "n_labelled_units": int(both.sum()),
+        }
+        print(f"  labeller agrees with CSFCube's labels on {labeller_info['agreement_with_csfcube_labels']}% "
+              f"of {labeller_info['n_labelled_units']} sentences", flush=True)
+        for a in MIX:
+            pe = facet_embeddings(S, plabs, a)
+            csfcube[f"labeller a={a} both sides"] = dev_map(pe, pe)
+            print(f"  labeller a={a}: both {csfcube[f'labeller a={a} both sides']['all']}", flush=True)
+
+    if args.skip_pubmedqa:
+        out = {
+            "what": "facet attention over frozen-base sentence states (w_f = (1-a) uniform + a labels_f), CSFCube "
+                    "fold1_dev only; measured here",
+            "model": args.model, "max_tokens": args.max_tokens,
+            "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev), "labeller": labeller_info,
+            "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info(),
+        }
+        print(f"wrote {write_json(args.out, out)}")
+        return out
+
     # ---- PubMedQA train half -----------------------------------------------------------------
     full, train_half = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
     pm_docs = [{"title": d["title"], "sentences": d["sentences"], "labels": d.get("labels")} for d in full.documents]
@@ -153,7 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "dev data only; measured here",
         "model": args.model, "max_tokens": args.max_tokens,
         "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev),
-        "pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs),
+        "pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs), "labeller": labeller_info,
         "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info(),
     }
     print(f"wrote {write_json(args.out, out)}")
