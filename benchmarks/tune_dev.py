@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
     ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, "
-                    "train_top_layers: int, top_layers_dropout: bool}}")
+                    "train_top_layers: int, top_layers_dropout: bool, seed: int}}; a row's seed reseeds its "
+                    "initialisation and training order (the held-out split stays --seed's)")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--held-out", type=float, default=0.15, help="fraction of FTUs held out (default 0.15)")
     ap.add_argument("--hold-out-prefix", default=None, metavar="PREFIX",
@@ -175,11 +176,16 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         cfg = UniFARConfig(**{"max_tokens": args.max_tokens, **spec.get("config", {})})
         k = int(spec.get("train_top_layers", 0))
+        # A row without its own seed takes the generator where the rows before it left it (how every
+        # committed row was run); a row with one is reseeded, so seed rows measure training noise.
+        seed = int(spec.get("seed", args.seed))
+        if "seed" in spec:
+            torch.manual_seed(seed)
         # a variant that trains base layers gets its own copy of the base; the others share it
         model = UniFAR(cfg, base_model=copy.deepcopy(base.base) if k else base.base, tokenizer=base.tokenizer)
         work = Path(args.work) / name.replace(" ", "_").replace("/", "-")
         res = train(None, only_real(tr) if spec.get("real_only") else tr,
-                    TrainArgs(output_dir=str(work), freeze_base=True, progress=False, seed=args.seed, save_every=10**6,
+                    TrainArgs(output_dir=str(work), freeze_base=True, progress=False, seed=seed, save_every=10**6,
                               epochs=spec.get("epochs"), train_top_layers=k,
                               top_layers_dropout=bool(spec.get("top_layers_dropout", False))),
                     model=model, state_cache=cache(k, "ftu"), eval_dataset=ev)
