@@ -89,8 +89,11 @@ def main(argv: list[str] | None = None) -> dict:
             tok_mean[idx] = (T * m).sum(1) / m.sum(1)
             for j, i in enumerate(idx):
                 S_all[i] = S[j, : items[i].n_sentences].clone()
-        labels = [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(docs, items)]
-        return S_all, labels, F.normalize(tok_mean, dim=-1)
+        return S_all, unit_labels(docs, items), F.normalize(tok_mean, dim=-1)
+
+    def unit_labels(docs: list[dict], items) -> list[np.ndarray]:
+        """Per document, the facet index of each unit (title first; -1: no facet label)."""
+        return [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(docs, items)]
 
     def facet_embeddings(S: list[torch.Tensor], labels: list[np.ndarray], a: float) -> torch.Tensor:
         """[N, F, h]: w_f = (1 - a) uniform + a gold_f over each document's units."""
@@ -132,9 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         labeller = FacetLabeller.load(args.labeller, device="cpu")
         predicted = labeller.label_documents(docs)
-        pred_docs = [{**d, "labels": p} for d, p in zip(docs, predicted)]
-        items = model.tokenize_documents(docs)
-        plabs = [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(pred_docs, items)]
+        plabs = unit_labels([{**d, "labels": p} for d, p in zip(docs, predicted)], model.tokenize_documents(docs))
         gold_units = np.concatenate(labs)
         pred_units = np.concatenate(plabs)
         both = gold_units >= 0  # CSFCube-labelled units (the title and unlabelled sentences are -1)
@@ -150,16 +151,17 @@ def main(argv: list[str] | None = None) -> dict:
             csfcube[f"labeller a={a} both sides"] = dev_map(pe, pe)
             print(f"  labeller a={a}: both {csfcube[f'labeller a={a} both sides']['all']}", flush=True)
 
-    if args.skip_pubmedqa:
-        out = {
-            "what": "facet attention over frozen-base sentence states (w_f = (1-a) uniform + a labels_f), CSFCube "
-                    "fold1_dev only; measured here",
-            "model": args.model, "max_tokens": args.max_tokens,
-            "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev), "labeller": labeller_info,
-            "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info(),
-        }
+    def write(what: str, **pubmedqa_part) -> dict:
+        out = {"what": f"{what}; measured here", "model": args.model, "max_tokens": args.max_tokens,
+               "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev), **pubmedqa_part,
+               "labeller": labeller_info, "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(),
+               "machine": machine_info()}
         print(f"wrote {write_json(args.out, out)}")
         return out
+
+    if args.skip_pubmedqa:
+        return write("facet attention over frozen-base sentence states (w_f = (1-a) uniform + a labels_f), "
+                     "CSFCube fold1_dev only")
 
     # ---- PubMedQA train half -----------------------------------------------------------------
     full, train_half = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
@@ -192,16 +194,8 @@ def main(argv: list[str] | None = None) -> dict:
     pubmedqa["mean pooling (all tokens)"] = mrr10(qm @ dm.T)
     print("  mean pooling:", pubmedqa["mean pooling (all tokens)"], flush=True)
 
-    out = {
-        "what": "oracle facet attention over frozen-base sentence states (w_f = (1-a) uniform + a gold_f), "
-                "dev data only; measured here",
-        "model": args.model, "max_tokens": args.max_tokens,
-        "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev),
-        "pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs), "labeller": labeller_info,
-        "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_info(),
-    }
-    print(f"wrote {write_json(args.out, out)}")
-    return out
+    return write("oracle facet attention over frozen-base sentence states (w_f = (1-a) uniform + a gold_f), "
+                 "dev data only", **{"pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs)})
 
 
 if __name__ == "__main__":
