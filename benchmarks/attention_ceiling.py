@@ -22,6 +22,16 @@ With ``--labeller DIR`` (chapter 2's sentence labeller), the CSFCube rows are re
 labeller's agreement with CSFCube's gold labels is recorded beside it. ``--skip-pubmedqa`` leaves
 the PubMedQA part out (it is most of the run time).
 
+With ``--probe FTU_DIR`` they are repeated once more with a *linear probe* of the frozen sentence
+states (logistic regression, ``C`` chosen on held-out FTU documents) fitted to the human sentence
+labels of the FTU folder's documents (``--probe-sources``; default CSAbstruct, NICTA, PubMedQA):
+for fixed facet queries the aggregation module's attention logit is linear in a sentence state, so
+this is what a perfect fit of ``L_KL`` on those labels could give the module. Hard labels and
+probabilities (``w_f`` proportional to ``p(f | s)``) are both tried.
+
+    python benchmarks/attention_ceiling.py --skip-pubmedqa --probe artifacts/ftus/default \
+        --out results/ch05/attention_ceiling_probe.json
+
 Mean pooling of the base encoder (all tokens, the chapter-5 baseline) is measured in the same
 run. Nothing here touches a test split: fold1_dev and the PubMedQA train half only.
 
@@ -50,6 +60,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--labeller", default=None, metavar="DIR",
                     help="also attend by this sentence labeller's predicted facets (chapter 2's: artifacts/ch02/labeller)")
     ap.add_argument("--skip-pubmedqa", action="store_true", help="CSFCube fold1_dev only")
+    ap.add_argument("--probe", default=None, metavar="FTU_DIR",
+                    help="also attend by a linear probe on the frozen sentence states, fitted to the human sentence "
+                         "labels of this FTU folder's documents (artifacts/ftus/default)")
+    ap.add_argument("--probe-sources", nargs="+", default=None, metavar="SOURCE",
+                    help="FTU document sources whose labels the probe learns (default: the human-labelled ones)")
+    ap.add_argument("--probe-docs", type=int, default=2000, help="human-labelled FTU documents the probe sees at most")
     args = ap.parse_args(argv)
 
     import torch
@@ -151,10 +167,14 @@ def main(argv: list[str] | None = None) -> dict:
             csfcube[f"labeller a={a} both sides"] = dev_map(pe, pe)
             print(f"  labeller a={a}: both {csfcube[f'labeller a={a} both sides']['all']}", flush=True)
 
+    probe_info = None
+    if args.probe:
+        probe_info = probe_rows(args, states, docs, S, labs, facet_embeddings, dev_map, csfcube)
+
     def write(what: str, **pubmedqa_part) -> dict:
         out = {"what": f"{what}; measured here", "model": args.model, "max_tokens": args.max_tokens,
                "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev), **pubmedqa_part,
-               "labeller": labeller_info, "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(),
+               "labeller": labeller_info, "probe": probe_info, "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(),
                "machine": machine_info()}
         print(f"wrote {write_json(args.out, out)}")
         return out
@@ -196,6 +216,84 @@ def main(argv: list[str] | None = None) -> dict:
 
     return write("oracle facet attention over frozen-base sentence states (w_f = (1-a) uniform + a gold_f), "
                  "dev data only", **{"pubmedqa_train_half_mrr@10": pubmedqa, "n_pubmedqa_questions": len(qs)})
+
+
+# Sources whose sentence labels are human (CSAbstruct's annotators, NICTA-PIBOSO's, PubMed's
+# structured-abstract headings); the S2 papers of the FTU folder carry the labeller's labels.
+HUMAN_LABELLED_SOURCES = ("csabstruct", "nicta", "pubmedqa")
+
+
+def probe_rows(args, states, docs_dev, S_dev, labs_dev, facet_embeddings, dev_map, csfcube: dict) -> dict:
+    """The attention a perfect fit of ``L_KL`` on *human* labels could give, as far as a linear
+    read-out of the frozen sentence states can express it (the aggregation module's attention logit
+    is linear in a sentence state for fixed facet queries).
+
+    A multinomial logistic regression is fitted on the frozen sentence states of the FTU folder's
+    human-labelled documents (C chosen by macro-F1 on a held-out fifth of those documents), then
+    applied to the fold1_dev units: its agreement with CSFCube's labels, and fold1_dev MAP when each
+    facet attends by the probe's hard labels (``a`` mix as above) or by its probabilities
+    (``w_f`` proportional to ``p(f | s)``, mixed the same way)."""
+    import torch
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+
+    from unifar.data.ftu import load_ftus
+
+    sources = tuple(args.probe_sources or HUMAN_LABELLED_SOURCES)
+    rng = np.random.default_rng(0)
+    docs = [dict(d) for d in load_ftus(args.probe).documents.values() if d.get("source") in sources]
+    docs = [docs[i] for i in sorted(rng.permutation(len(docs))[: args.probe_docs])]
+    S, labs, _ = states(docs)
+    held = np.zeros(len(docs), bool)
+    held[rng.permutation(len(docs))[: len(docs) // 5]] = True
+
+    def xy(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = torch.cat([s for s, m in zip(S, mask) if m]).numpy()
+        y = np.concatenate([l for l, m in zip(labs, mask) if m])
+        return X[y >= 0], y[y >= 0]
+
+    Xtr, ytr = xy(~held)
+    Xho, yho = xy(held)
+    scores = {}
+    for C in (0.01, 0.1, 1.0, 10.0):
+        clf = LogisticRegression(C=C, max_iter=2000, tol=1e-6).fit(Xtr, ytr)
+        scores[C] = round(float(f1_score(yho, clf.predict(Xho), average="macro")), 4)
+        print(f"  probe C={C}: held-out macro-F1 {scores[C]}", flush=True)
+    C = max(scores, key=scores.get)
+    clf = LogisticRegression(C=C, max_iter=2000, tol=1e-6).fit(*xy(np.ones(len(docs), bool)))
+    proba = [clf.predict_proba(s.numpy()) for s in S_dev]
+    for d, p in zip(docs_dev, proba):
+        if (d.get("title") or "").strip():
+            p[0] = 0.0  # the title is unit 0 and carries no facet (as in the gold rows)
+    hard = [np.where(p.sum(1) > 0, p.argmax(1), -1) for p in proba]
+    gold = np.concatenate(labs_dev)
+    pred = np.concatenate(hard)
+    both = gold >= 0
+    agreement = round(float((pred[both] == gold[both]).mean()) * 100, 2)
+    print(f"  probe (C={C}) agrees with CSFCube's labels on {agreement}% of {int(both.sum())} sentences", flush=True)
+    for a in MIX[1:]:
+        csfcube[f"probe hard a={a} both sides"] = dev_map(*(2 * (facet_embeddings(S_dev, hard, a),)))
+        soft = soft_facet_embeddings(S_dev, proba, a)
+        csfcube[f"probe soft a={a} both sides"] = dev_map(soft, soft)
+        print(f"  probe a={a}: hard {csfcube[f'probe hard a={a} both sides']['all']}, "
+              f"soft {csfcube[f'probe soft a={a} both sides']['all']}", flush=True)
+    return {"ftus": args.probe, "sources": list(sources), "n_docs": len(docs),
+            "n_train_units": int(len(ytr)), "n_held_out_units": int(len(yho)),
+            "held_out_macro_f1_by_C": {str(k): v for k, v in scores.items()}, "C": C,
+            "agreement_with_csfcube_labels": agreement, "n_labelled_units": int(both.sum())}
+
+
+def soft_facet_embeddings(S: list, proba: list, a: float):
+    """[N, F, h]: ``w_f = (1 - a) uniform + a p(f|s) / sum_s p(f|s)`` over each document's units."""
+    import torch
+    import torch.nn.functional as F
+
+    out = torch.zeros(len(S), proba[0].shape[1], S[0].shape[-1])
+    for i, (s, p) in enumerate(zip(S, proba)):
+        w = torch.from_numpy(p).float().T  # [F, n]
+        w = (1 - a) / s.shape[0] + a * w / w.sum(1, keepdim=True)
+        out[i] = w @ s
+    return F.normalize(out, dim=-1)
 
 
 if __name__ == "__main__":
