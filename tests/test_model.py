@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from unifar import UniFAR, UniFARConfig
@@ -240,3 +241,44 @@ def test_shared_state_cache_gives_the_same_embeddings(make_model):
     assert cache.misses == 2 and cache.hits == 2
     assert torch.allclose(ea, a.encode_documents(docs).embeddings, atol=1e-6)
     assert torch.allclose(eb, b.encode_documents(docs).embeddings, atol=1e-6)
+
+
+def test_state_cache_on_disk_is_reused_only_for_the_same_base(make_model, tmp_path):
+    """A TokenStateCache saved by one run is read back by the next for the same base weights (no
+    encoder pass, bit-identical embeddings), and ignored for another base."""
+    from unifar.model import TokenStateCache
+
+    a = make_model()
+    docs = [{"title": "T", "sentences": SENTS[:3]}, {"title": "U", "sentences": SENTS[2:6]}]
+    first = TokenStateCache.on_disk(a, tmp_path)
+    assert len(first) == 0 and first.save() is None  # nothing to write yet
+    ea = a.encode_documents(docs, state_cache=first).embeddings
+    path = first.save()
+    assert path is not None and path.exists() and first.save() is None  # saved once, then up to date
+
+    b = make_model(seed=3)
+    b.base = a.base  # another aggregation module on the same frozen base
+    again = TokenStateCache.on_disk(b, tmp_path)
+    assert len(again) == 2
+    eb = b.encode_documents(docs, state_cache=again).embeddings
+    assert again.misses == 0 and again.hits == 2
+    assert torch.equal(eb, b.encode_documents(docs, state_cache=TokenStateCache()).embeddings)
+    assert torch.equal(ea, a.encode_documents(docs, state_cache=TokenStateCache()).embeddings)
+
+    other = make_model()
+    with torch.no_grad():
+        next(iter(other.base.parameters())).add_(1.0)  # a different base: a different file
+    assert TokenStateCache.base_fingerprint(other) != TokenStateCache.base_fingerprint(a)
+    assert len(TokenStateCache.on_disk(other, tmp_path)) == 0
+    assert TokenStateCache.base_fingerprint(a, top_layers=1) != TokenStateCache.base_fingerprint(a)
+
+
+def test_state_cache_ignores_a_torn_file(make_model, tmp_path):
+    """A corrupt cache file costs a warning and a re-encode, never the run."""
+    from unifar.model import TokenStateCache
+
+    a = make_model()
+    cache = TokenStateCache.on_disk(a, tmp_path)
+    cache.path.write_bytes(b"not a safetensors file")
+    with pytest.warns(UserWarning, match="unreadable token-state cache"):
+        assert len(TokenStateCache.on_disk(a, tmp_path)) == 0

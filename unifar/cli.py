@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data-dir", metavar="DIR", help="CSFCube folder (default: the repository's data/csfcube)")
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ev.add_argument("--cache-dir", metavar="DIR", help="store mean-pooling embeddings here and reuse them when the same "
-                    "encoder encodes the same texts again (default: no cache)")
+                    "encoder encodes the same texts again; UniFAR's base token states of CSFCube are saved there too "
+                    "(about 1.5 GB for MiniLM) and read back by any model on the same base (default: no cache)")
     al = ev.add_argument_group("evaluate all")
     al.add_argument("--systems", metavar="LIST", help="comma-separated, from bm25,mean,facet-query,unifar,unifar-untrained "
                     "(default: bm25,mean,facet-query,unifar, plus unifar-untrained for a checkpoint)")
@@ -129,7 +130,7 @@ def _score_fn(args: argparse.Namespace, data: Any, method: str):
                                  cache_dir=args.cache_dir)
         return mean_pooling_score_fn(enc, data, facet_query=method == "facet-query", query_title=not args.no_query_title)
     model = _load_unifar(args.model, args.max_length, args.device)
-    return unifar_score_fn(model, data, batch_size=args.batch_size, show_progress=progress)
+    return unifar_score_fn(model, data, batch_size=args.batch_size, show_progress=progress, cache_dir=args.cache_dir)
 
 
 def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, dict[str, float]]:

@@ -23,6 +23,7 @@ holding ``{qpid: [[cpid, score], ...]}``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -250,20 +251,30 @@ def evaluate_csfcube_rankings(
     return aggregate_csfcube(csfcube_per_query(ranked, data), data, split=split)
 
 
-def unifar_score_fn(model, data: CSFCube, batch_size: int = 32, show_progress: bool = True, state_cache=None) -> ScoreFn:
+def unifar_score_fn(model, data: CSFCube, batch_size: int = 32, show_progress: bool = True, state_cache=None,
+                    cache_dir: str | os.PathLike[str] | None = None) -> ScoreFn:
     """CSFCube score function of a facet model: doc-doc relevance for facet f = M(f, f) =
     cos(e_q^(f), e_c^(f)) (UniFAR section 3). Every paper of the collection is encoded once.
 
     ``model`` is a :class:`unifar.UniFAR` (anything with ``encode_documents`` and ``config.facets``);
-    ``state_cache``: see :meth:`unifar.UniFAR.encode`.
+    ``state_cache``: see :meth:`unifar.UniFAR.encode`. ``cache_dir`` (without ``state_cache``):
+    the base encoder's token states are read from and saved to a file there
+    (:meth:`unifar.model.TokenStateCache.on_disk`), so that a later evaluation of any model on the
+    same frozen base (chapter 5's) skips the encoder; the embeddings are the same either way.
     """
     from .scoring import docdoc_scores
 
     pids = data.pool_pids()
     index_of = {p: i for i, p in enumerate(pids)}
     docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
+    if state_cache is None and cache_dir is not None:
+        from .model import TokenStateCache
+
+        state_cache = TokenStateCache.on_disk(model, cache_dir)
     kw = {"state_cache": state_cache} if state_cache is not None else {}
     emb = model.encode_documents(docs, batch_size=batch_size, show_progress=show_progress, **kw).embeddings
+    if cache_dir is not None and state_cache is not None:
+        state_cache.save()
     facets = tuple(model.config.facets)
 
     def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:

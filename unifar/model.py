@@ -115,6 +115,8 @@ class TokenStateCache:
     """
 
     def __init__(self, chunk_size: int = 32, top_layers: int = 0) -> None:
+        # Keyed by a digest of the caller's key (a document id, or a whole token-id string), so
+        # that the keys of a saved cache are short and fixed-size (:meth:`save`).
         self.states: dict[str, torch.Tensor] = {}
         # > 0: cache the states entering the top ``top_layers`` base layers instead of the last
         # ones (those layers then train: ``TrainArgs.train_top_layers``).
@@ -124,9 +126,71 @@ class TokenStateCache:
         # Missing rows are encoded in length-sorted chunks, each padded only to its own longest
         # row: one padded batch of a hundred abstracts costs about twice as much.
         self.chunk_size = chunk_size
+        self.path: Path | None = None  # set by :meth:`on_disk`
+        self.fingerprint: str | None = None
+        self._saved = 0  # rows already in the file at ``path``
 
     def __len__(self) -> int:
         return len(self.states)
+
+    @staticmethod
+    def _digest(key: str) -> str:
+        import hashlib
+
+        return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
+
+    def __contains__(self, key: str) -> bool:
+        return self._digest(key) in self.states
+
+    @staticmethod
+    def base_fingerprint(model: "UniFAR", top_layers: int = 0) -> str:
+        """A digest of the base encoder's weights (every tensor's name, shape, dtype and bytes) and
+        ``top_layers``: states cached for one base are never read for another."""
+        import hashlib
+
+        h = hashlib.blake2b(f"top_layers={top_layers}".encode(), digest_size=12)
+        for name, t in sorted(model.base.state_dict().items()):
+            t = t.detach().to("cpu").contiguous()
+            h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return h.hexdigest()
+
+    @classmethod
+    def on_disk(cls, model: "UniFAR", cache_dir: str | os.PathLike[str], top_layers: int = 0,
+                chunk_size: int = 32) -> "TokenStateCache":
+        """A cache backed by ``cache_dir/states-<fingerprint>.safetensors``: the rows a previous run
+        saved for the same base weights are loaded, and :meth:`save` writes the file back. Lets a
+        later notebook (chapter 5) reuse the frozen base's states an earlier one (chapter 1)
+        computed, instead of running the encoder over the same documents again."""
+        from safetensors.torch import load_file
+
+        cache = cls(chunk_size=chunk_size, top_layers=top_layers)
+        cache.fingerprint = cls.base_fingerprint(model, top_layers)
+        cache.path = Path(cache_dir) / f"states-{cache.fingerprint}.safetensors"
+        if cache.path.exists():
+            try:
+                cache.states = load_file(str(cache.path))
+            except Exception as e:  # a torn or foreign file: start empty, never fail the run for a cache
+                import warnings
+
+                warnings.warn(f"{cache.path}: unreadable token-state cache ({e}); starting empty", stacklevel=2)
+                cache.states = {}
+            cache._saved = len(cache.states)
+        return cache
+
+    def save(self) -> Path | None:
+        """Write every row to the file of :meth:`on_disk` (atomically), when rows were added since it
+        was read. Returns the path written, or None when there was nothing new (or no file)."""
+        from safetensors.torch import save_file
+
+        from .files import atomic_file
+
+        if self.path is None or len(self.states) == self._saved:
+            return None
+        tensors = {k: v.to("cpu") for k, v in self.states.items()}  # rows own their storage (see fill)
+        atomic_file(self.path, lambda tmp: save_file(tensors, str(tmp), metadata={"fingerprint": str(self.fingerprint)}))
+        self._saved = len(self.states)
+        return self.path
 
     def fill(self, model: UniFAR, keys: Sequence[str], items: Sequence[EncodedInput], batch_size: int = 32,
              show_progress: bool = False) -> int:
@@ -134,6 +198,7 @@ class TokenStateCache:
         cache before training). Returns how many inputs were encoded."""
         from tqdm.auto import tqdm
 
+        keys = [self._digest(k) for k in keys]
         todo = sorted({k: i for i, k in enumerate(keys) if k not in self.states}.values(), key=lambda i: -len(items[i].input_ids))
         pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
         for s in tqdm(range(0, len(todo), batch_size), desc="caching base states", disable=not show_progress):
@@ -143,12 +208,13 @@ class TokenStateCache:
                 states = model.lower_states(batch, self.top_layers)
             lengths = batch.attention_mask.sum(dim=1).tolist()
             for j, i in enumerate(part):
-                self.states[keys[i]] = states[j, : int(lengths[j])].detach()
+                self.states[keys[i]] = states[j, : int(lengths[j])].detach().clone()  # own storage: no padded batch kept alive
         return len(todo)
 
     def token_states(self, model: UniFAR, batch: Batch, keys: Sequence[str]) -> torch.Tensor:
         """``[B, L, h]`` token states of ``batch`` (rows named by ``keys``), zero-padded."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
+        keys = [self._digest(k) for k in keys]
         missing = [i for i, k in enumerate(keys) if k not in self.states]
         self.misses += len(missing)
         self.hits += len(keys) - len(missing)
@@ -162,7 +228,7 @@ class TokenStateCache:
             with torch.no_grad():
                 states = model.lower_states(sub, self.top_layers)
             for j, i in enumerate(part):
-                self.states[keys[i]] = states[j, : int(lengths[i])].detach()
+                self.states[keys[i]] = states[j, : int(lengths[i])].detach().clone()
         first = self.states[keys[0]]
         out = first.new_zeros(len(keys), batch.input_ids.shape[1], first.shape[-1])
         for i, k in enumerate(keys):  # one copy per input row (not per token)

@@ -385,12 +385,14 @@ def _differing_top_layers(ref: Any, other: Any) -> int | None:
     return n - min(int(m.group(1)) for m in layer)
 
 
-def share_frozen_base(retrievers: Sequence[Any]) -> Any | None:
+def share_frozen_base(retrievers: Sequence[Any], cache_dir: str | os.PathLike[str] | None = None) -> Any | None:
     """Give the UniFAR retrievers whose base encoders hold identical weights (e.g. untrained UniFAR
     and UniFAR trained with ``--freeze-base``) one :class:`~unifar.model.TokenStateCache`, so the
     base runs once per input for all of them. Bases that differ only in their top ``k`` layers
     (``--train-top-layers k``) share the states entering those layers, and each model runs its own
-    top layers on them. Returns the cache, or None when nothing is shared."""
+    top layers on them. With ``cache_dir``, the cache starts from the states an earlier run saved
+    there for the same base (:meth:`~unifar.model.TokenStateCache.on_disk`; chapter 1 saves
+    CSFCube's). Returns the cache, or None when nothing is shared."""
     from .model import TokenStateCache
     from .retrievers import UniFARRetriever
 
@@ -402,7 +404,8 @@ def share_frozen_base(retrievers: Sequence[Any]) -> Any | None:
     group = [r for r in models if depth[id(r)] is not None]
     if len(group) < 2:
         return None
-    cache = TokenStateCache(top_layers=max(depth[id(r)] for r in group))
+    top = max(depth[id(r)] for r in group)
+    cache = TokenStateCache.on_disk(ref, cache_dir, top_layers=top) if cache_dir is not None else TokenStateCache(top_layers=top)
     for r in group:
         r.state_cache = cache
     return cache
@@ -522,7 +525,8 @@ def evaluate_all(
     ``data_dirs`` overrides data folders (``{"csfcube": DIR, "cranfield": DIR, ...}``).
     ``retrievers`` replaces the systems built from ``model`` (any :class:`unifar.retrievers.Retriever`).
     ``cache_dir``: mean-pooling embeddings are stored there and reused by a later identical
-    encoding (e.g. chapter 5 reuses chapter 1's CSFCube embeddings); results are unchanged.
+    encoding (e.g. chapter 5 reuses chapter 1's CSFCube embeddings), and frozen-base token states
+    saved there (chapter 1 saves CSFCube's) are read back; results are unchanged.
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
@@ -556,7 +560,7 @@ def evaluate_all(
         retrievers = list(retrievers)
         facts = {"model": _public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}
 
-    shared = share_frozen_base(retrievers)
+    shared = share_frozen_base(retrievers, cache_dir)
     if shared is not None:
         below = f"below their top {shared.top_layers} layer(s) " if shared.top_layers else ""
         say(f"unifar-trained and unifar-untrained share one frozen base {below}: each input is encoded once for both".replace("  ", " "))
