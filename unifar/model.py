@@ -144,13 +144,14 @@ class TokenStateCache:
 
     @staticmethod
     def base_fingerprint(model: "UniFAR", top_layers: int = 0) -> str:
-        """A digest of the base encoder's weights (every tensor's name, shape, dtype and bytes) and
-        ``top_layers``: states cached for one base are never read for another."""
+        """A digest of the base encoder's weights (every tensor's name, shape, dtype and bytes),
+        ``top_layers`` and the device type: states cached for one base are never read for another,
+        and states computed on CUDA (bf16 autocast by default) never stand in for CPU ones."""
         import hashlib
 
-        h = hashlib.blake2b(f"top_layers={top_layers}".encode(), digest_size=12)
+        h = hashlib.blake2b(f"top_layers={top_layers};device={model.device.type}".encode(), digest_size=12)
         for name, t in sorted(model.base.state_dict().items()):
-            t = t.detach().to("cpu").contiguous()
+            t = t.detach().to("cpu").contiguous().reshape(-1)
             h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
             h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         return h.hexdigest()
@@ -169,7 +170,7 @@ class TokenStateCache:
         cache.path = Path(cache_dir) / f"states-{cache.fingerprint}.safetensors"
         if cache.path.exists():
             try:
-                cache.states = load_file(str(cache.path))
+                cache.states = load_file(str(cache.path), device=str(model.device))
             except Exception as e:  # a torn or foreign file: start empty, never fail the run for a cache
                 import warnings
 
