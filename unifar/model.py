@@ -111,7 +111,8 @@ class TokenStateCache:
     trained with a frozen base) key inputs by their token ids and run the encoder once
     (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in one batched call.
     With ``top_layers=k`` it holds the states entering the base's top ``k`` layers, which then
-    run (and train) on every use.
+    run (and train) on every use. :meth:`on_disk` backs it by a file that a later process reads
+    back (chapter 1 saves CSFCube's states, chapter 5 reuses them).
     """
 
     def __init__(self, chunk_size: int = 32, top_layers: int = 0) -> None:
