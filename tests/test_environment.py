@@ -125,3 +125,24 @@ def test_conda_packages_are_only_python_and_pip(environment):
     # Everything else comes from PyPI so that one specifier list (pyproject.toml) rules.
     names = {re.split(r"[=<>!~ ]", d, maxsplit=1)[0] for d in environment["dependencies"] if isinstance(d, str)}
     assert names == {"python", "pip"}, names
+
+
+def test_nbval_sanitiser_hides_timings_whatever_their_width():
+    """CI compares re-executed notebooks with their stored outputs after `.ci/nbval_sanitize.cfg`:
+    a timing a warm cache makes short ("    0.2 s") must compare equal to a cold one ("  288.0 s"),
+    padding included (chapter 1's timing table once failed CI for that), and a tqdm rate must go."""
+    nbval_plugin = pytest.importorskip("nbval.plugin")
+    patterns = nbval_plugin.get_sanitize_patterns((ROOT / ".ci" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+    assert len(patterns) >= 5 and all(rep for _, rep in patterns)
+
+    def sanitise(text: str) -> str:
+        for regex, rep in patterns:
+            text = re.sub(regex, rep, text)
+        return text
+
+    def row(name: str, seconds: float) -> str:
+        return f"{name:<34} {seconds:7.1f} s\n"
+
+    assert sanitise(row("minilm mean pooling", 0.2)) == sanitise(row("minilm mean pooling", 288.0))
+    assert sanitise("wall 424 s, 47.0 FTUs/s") == sanitise("wall 61 s, 3.1 FTUs/s")
+    assert sanitise("MAP 41.68") == "MAP 41.68"  # numbers without a unit are compared as they are
