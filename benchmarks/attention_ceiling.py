@@ -112,16 +112,8 @@ def main(argv: list[str] | None = None) -> dict:
         return [np.array(_unit_labels(d, it, fidx) or [-1] * it.n_sentences) for d, it in zip(docs, items)]
 
     def facet_embeddings(S: list[torch.Tensor], labels: list[np.ndarray], a: float) -> torch.Tensor:
-        """[N, F, h]: w_f = (1 - a) uniform + a gold_f over each document's units."""
-        out = torch.zeros(len(S), len(FACETS), S[0].shape[-1])
-        for i, (s, lab) in enumerate(zip(S, labels)):
-            n = s.shape[0]
-            u = torch.full((n,), 1.0 / n)
-            for f in range(len(FACETS)):
-                g = torch.from_numpy(lab == f).float()
-                g = g / g.sum() if g.sum() > 0 else u
-                out[i, f] = ((1 - a) * u + a * g) @ s
-        return F.normalize(out, dim=-1)
+        """[N, F, h]: w_f = (1 - a) uniform + a gold_f over each document's units (labels -1: none)."""
+        return weighted_facet_embeddings(S, [np.arange(len(FACETS)) == lab[:, None] for lab in labels], a)
 
     # ---- CSFCube fold1_dev -------------------------------------------------------------------
     cube = load_csfcube(args.csfcube)
@@ -273,7 +265,7 @@ def probe_rows(args, states, docs_dev, S_dev, labs_dev, facet_embeddings, dev_ma
     print(f"  probe (C={C}) agrees with CSFCube's labels on {agreement}% of {int(both.sum())} sentences", flush=True)
     for a in MIX[1:]:
         csfcube[f"probe hard a={a} both sides"] = dev_map(*(2 * (facet_embeddings(S_dev, hard, a),)))
-        soft = soft_facet_embeddings(S_dev, proba, a)
+        soft = weighted_facet_embeddings(S_dev, proba, a)
         csfcube[f"probe soft a={a} both sides"] = dev_map(soft, soft)
         print(f"  probe a={a}: hard {csfcube[f'probe hard a={a} both sides']['all']}, "
               f"soft {csfcube[f'probe soft a={a} both sides']['all']}", flush=True)
@@ -283,16 +275,21 @@ def probe_rows(args, states, docs_dev, S_dev, labs_dev, facet_embeddings, dev_ma
             "agreement_with_csfcube_labels": agreement, "n_labelled_units": int(both.sum())}
 
 
-def soft_facet_embeddings(S: list, proba: list, a: float):
-    """[N, F, h]: ``w_f = (1 - a) uniform + a p(f|s) / sum_s p(f|s)`` over each document's units."""
+def weighted_facet_embeddings(S: list, weights: list, a: float):
+    """[N, F, h]: ``w_f = (1 - a) uniform + a g_f`` over each document's units, ``g_f`` the
+    document's non-negative unit weights for facet ``f`` ([n, F]: one-hot labels, or a probe's
+    ``p(f | s)``) normalised to sum 1, uniform where a facet has no weight at all."""
     import torch
     import torch.nn.functional as F
 
-    out = torch.zeros(len(S), proba[0].shape[1], S[0].shape[-1])
-    for i, (s, p) in enumerate(zip(S, proba)):
-        w = torch.from_numpy(p).float().T  # [F, n]
-        w = (1 - a) / s.shape[0] + a * w / w.sum(1, keepdim=True)
-        out[i] = w @ s
+    out = torch.zeros(len(S), weights[0].shape[1], S[0].shape[-1])
+    for i, (s, w) in enumerate(zip(S, weights)):
+        n = s.shape[0]
+        u = torch.full((n,), 1.0 / n)
+        g = torch.from_numpy(np.asarray(w, dtype=np.float32)).T  # [F, n]
+        total = g.sum(1, keepdim=True)
+        g = torch.where(total > 0, g / total.clamp_min(1e-30), u)
+        out[i] = ((1 - a) * u + a * g) @ s
     return F.normalize(out, dim=-1)
 
 

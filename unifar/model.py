@@ -140,9 +140,6 @@ class TokenStateCache:
 
         return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
 
-    def __contains__(self, key: str) -> bool:
-        return self._digest(key) in self.states
-
     @staticmethod
     def base_fingerprint(model: "UniFAR", top_layers: int = 0) -> str:
         """A digest of the base encoder's weights (every tensor's name, shape, dtype and bytes),
