@@ -282,3 +282,14 @@ def test_state_cache_ignores_a_torn_file(make_model, tmp_path):
     cache.path.write_bytes(b"not a safetensors file")
     with pytest.warns(UserWarning, match="unreadable token-state cache"):
         assert len(TokenStateCache.on_disk(a, tmp_path)) == 0
+
+
+def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):
+    # torch.cuda.set_device refuses torch.device("cuda") (seen on an H200 with torch 2.11), and
+    # device("cuda") != device("cuda:0"); no GPU is needed to check the normalisation.
+    from unifar.model import pick_device
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert pick_device("cuda") == torch.device("cuda", 0)
+    assert pick_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
+    assert pick_device("cpu") == torch.device("cpu")

@@ -38,10 +38,18 @@ BASE_DIR = "base"
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """``device`` if given, else CUDA when present, else CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """``device`` if given, else CUDA when present, else CPU.
+
+    A bare ``cuda`` gets the current GPU's index: ``torch.cuda.set_device`` refuses a device
+    without one, and ``torch.device("cuda") != torch.device("cuda:0")`` in comparisons.
+
+    >>> pick_device("cpu")
+    device(type='cpu')
+    """
+    d = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
 
 
 def sentence_states(tokens: torch.Tensor, sentence_ids: torch.Tensor, n_max: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,9 +291,11 @@ class UniFAR(nn.Module):
                 self._identity_init()
         if not config.train_values:
             self._fix_value_projections()
+        # Move first: a base module passed in may already sit on the GPU, and the anchors are
+        # computed by running it.
+        self.to(pick_device(device))
         if init_anchors:
             self.init_anchors_from_words()
-        self.to(pick_device(device))
 
     # ------------------------------------------------------------------ initialisation
     def _identity_init(self) -> None:
