@@ -15,6 +15,8 @@ cached modes are timed after one warm-up pass fills the cache.
 ``--evaluate`` times the full CSFCube test evaluation of UniFAR (encoding 4,205 papers and
 ranking 50 pools) and reports its MAP; with ``--n-docs 0`` it also scores the embeddings of every
 timed run (so a bf16 run that hurts retrieval shows up). Peak memory: CUDA's max allocated, else the process RSS.
+Each stage is printed and, with ``--json``, written as soon as it is measured (``"complete": false``
+until the end), so a run stopped for time keeps what it measured.
 
     python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/default
     python benchmarks/speed.py --model minilm --device cpu --n-docs 64 --train-ftus artifacts/ftus/default \
@@ -45,8 +47,10 @@ def _peak_mib(device: torch.device) -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
-def _time_training(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """FTUs per second of optimizer steps, full fine-tuning and frozen base (warm cache)."""
+def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) -> list[dict]:
+    """FTUs per second of optimizer steps, full fine-tuning and frozen base (warm cache).
+
+    ``on_row(rows)`` is called after each mode, so a run stopped for time keeps the modes it timed."""
     import tempfile
 
     from unifar import UniFAR, UniFARConfig
@@ -81,6 +85,8 @@ def _time_training(args: argparse.Namespace, device: torch.device) -> list[dict]
         out.append({"mode": mode, "train_top_layers": top, "steps": info["steps"], "ftus_per_step": per_step,
                     "ftus_per_s": info["ftus_per_second"], "seconds": info["train_loop_seconds"], "bf16": info["bf16"],
                     "peak_mib": _peak_mib(device)})
+        if on_row is not None:
+            on_row(out)
     return out
 
 
@@ -189,26 +195,24 @@ def main(argv: list[str] | None = None) -> dict:
             res = evaluate_csfcube_rankings(rank_pools(score, data), data)
             scores[f"{system}/{precision}"] = {k: round(v["map"], 2) for k, v in res.items()}
 
-    training = _time_training(args, device) if args.train_ftus else []
-    eval_seconds = None
-    if args.evaluate:  # always the whole collection, whatever --n-docs timed above
-        from unifar.evaluate import evaluate_csfcube_rankings, rank_pools, unifar_score_fn
-
-        _sync(device)
-        t0 = time.perf_counter()
-        res = evaluate_csfcube_rankings(rank_pools(unifar_score_fn(unifar, data, args.batch_size, show_progress=False), data), data)
-        _sync(device)
-        eval_seconds = round(time.perf_counter() - t0, 1)
-        scores["unifar/full-evaluation"] = {k: round(v["map"], 2) for k, v in res.items()}
-
     report = {
         "model": args.model, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
         "torch": torch.__version__, "threads": torch.get_num_threads(), "batch_size": args.batch_size,
         "max_length": args.max_length, "rows": rows, "unifar_over_mean": ratios,
         "bf16_vs_fp32_min_cosine": agreement, "csfcube_map": scores,
-        "training": training, "csfcube_full_evaluation_seconds": eval_seconds, "peak_memory_mib": _peak_mib(device),
+        "training": [], "csfcube_full_evaluation_seconds": None, "peak_memory_mib": _peak_mib(device),
+        "complete": False,
     }
+
+    def save() -> None:
+        """Write what is measured so far (atomically): a run stopped for time keeps its stages."""
+        report["peak_memory_mib"] = _peak_mib(device)
+        if args.json:
+            from unifar.files import write_json
+
+            write_json(args.json, report)
+
     print(f"{'system':8} {'prec':5} {'docs':>6} {'seconds':>8} {'docs/s':>8} {'tokens':>9} {'peak MiB':>9}")
     for r in rows:
         print(f"{r['system']:8} {r['precision']:5} {r['docs']:>6} {r['seconds']:>8} {r['docs_per_s']:>8} {r['tokens']:>9} {str(r['peak_gpu_mib']):>9}")
@@ -217,16 +221,32 @@ def main(argv: list[str] | None = None) -> dict:
         print("bf16 vs fp32, min cosine:", agreement)
     for k, v in scores.items():
         print("CSFCube MAP", k, v)
-    for r in training:
+    save()
+
+    def training_row(rows_so_far: list[dict]) -> None:
+        r = rows_so_far[-1]
         print(f"training ({r['mode']}): {r['ftus_per_s']} FTUs/s over {r['steps']} steps of {r['ftus_per_step']} FTUs, "
-              f"peak {r['peak_mib']} MiB")
-    if eval_seconds is not None:
-        print(f"full CSFCube evaluation (UniFAR, encode + rank): {eval_seconds} s")
+              f"peak {r['peak_mib']} MiB", flush=True)
+        report["training"] = rows_so_far
+        save()
+
+    if args.train_ftus:
+        _time_training(args, device, training_row)
+    if args.evaluate:  # always the whole collection, whatever --n-docs timed above
+        from unifar.evaluate import evaluate_csfcube_rankings, rank_pools, unifar_score_fn
+
+        _sync(device)
+        t0 = time.perf_counter()
+        res = evaluate_csfcube_rankings(rank_pools(unifar_score_fn(unifar, data, args.batch_size, show_progress=False), data), data)
+        _sync(device)
+        report["csfcube_full_evaluation_seconds"] = round(time.perf_counter() - t0, 1)
+        scores["unifar/full-evaluation"] = {k: round(v["map"], 2) for k, v in res.items()}
+        print(f"full CSFCube evaluation (UniFAR, encode + rank): {report['csfcube_full_evaluation_seconds']} s")
+    report["complete"] = True
+    save()
     print("peak memory (MiB):", report["peak_memory_mib"])
     if args.json:
-        from unifar.files import write_json
-
-        print(f"wrote {write_json(args.json, report)}")
+        print(f"wrote {args.json}")
     return report
 
 

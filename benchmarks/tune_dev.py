@@ -1,6 +1,7 @@
 """Choose chapter 4's CPU training profile on dev data only: CSFCube fold1_dev and held-out FTUs.
 
-Trains UniFAR-MiniLM with a frozen base for each variant of a small grid on 85 % of an FTU
+Trains UniFAR-MiniLM (``--base-model``) with a frozen base, or a row's ``freeze_base: false`` (every
+base parameter trains, no state cache: a GPU's work), for each variant of a small grid on 85 % of an FTU
 folder (a seeded split; the other 15 % are held out) and measures, per variant:
 
 * CSFCube **fold1_dev** MAP per facet and aggregated (the paper's tuning split; test is never
@@ -18,6 +19,8 @@ Every variant shares one cache of base token states (the base is frozen), so the
 runs once per input for the whole sweep.
 
     python benchmarks/tune_dev.py --ftus artifacts/ftus/default --out results/ch04/tuning_dev.json
+    python benchmarks/tune_dev.py --hold-out-prefix pubmedqa: --mean-pooling --untrained '{}' \
+        --grid '{"whole base": {"freeze_base": false, "epochs": 1, "seed": 0}}' --out OUT.json   # a GPU's rows
 
 Prints one line per variant and writes JSON (grid, split, per-variant metrics, seconds, git
 commit, machine).
@@ -53,8 +56,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
     ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, "
-                    "train_top_layers: int, top_layers_dropout: bool, seed: int}}; a row's seed reseeds its "
-                    "initialisation and training order (the held-out split stays --seed's)")
+                    "train_top_layers: int, top_layers_dropout: bool, freeze_base: bool, seed: int}}; a row's seed "
+                    "reseeds its initialisation and training order (the held-out split stays --seed's); "
+                    "freeze_base false trains every base parameter (the paper; a GPU's work) with no state cache")
+    ap.add_argument("--base-model", default="minilm", help="minilm (default), mpnet, a hub id or a local encoder folder")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--held-out", type=float, default=0.15, help="fraction of FTUs held out (default 0.15)")
     ap.add_argument("--hold-out-prefix", default=None, metavar="PREFIX",
@@ -131,9 +136,11 @@ def main(argv: list[str] | None = None) -> dict:
                 "heldout_real_questions": qdoc(real_q), "heldout_crop_questions": qdoc(crop_q),
                 "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
 
-    def evaluate(model, k: int = 0) -> dict:
-        return scores_of(unifar_score_fn(model, cube, show_progress=False, state_cache=cache(k, "cube")),
-                         None, UniFARRetriever(model, state_cache=cache(k, "pm")), UniFARRetriever(model, state_cache=cache(k, "qd")))
+    def evaluate(model, k: int | None = 0) -> dict:
+        """Dev scores; ``k`` trained top layers share the caches of the states below them, None: no cache."""
+        c = (lambda name: None) if k is None else (lambda name: cache(k, name))
+        return scores_of(unifar_score_fn(model, cube, show_progress=False, state_cache=c("cube")),
+                         None, UniFARRetriever(model, state_cache=c("pm")), UniFARRetriever(model, state_cache=c("qd")))
 
     def only_real(d):
         keep = [dataclasses.replace(u, questions={f: q for f, q in u.questions.items() if q is not None and q.origin != "icrop"})
@@ -142,8 +149,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     def save() -> dict:
         """Write every row so far (atomically): a run killed for time keeps its finished rows."""
-        out = {"what": "dev-only tuning of chapter 4's CPU profile (UniFAR-MiniLM, frozen base): CSFCube fold1_dev MAP "
-                       "and held-out FTU question -> source-document retrieval (percent)",
+        out = {"what": f"dev-only tuning of chapter 4's training profile (UniFAR on {args.base_model}): CSFCube "
+                       "fold1_dev MAP and held-out FTU question -> source-document retrieval (percent)",
                "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
                "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
                "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
@@ -151,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
         write_json(args.out, out)
         return out
 
-    base = UniFAR(UniFARConfig(max_tokens=args.max_tokens))
+    base = UniFAR(UniFARConfig(base_model=args.base_model, max_tokens=args.max_tokens))
     runs = {}
     if args.mean_pooling:
         from unifar.baselines import MeanPoolingEncoder
@@ -168,30 +175,36 @@ def main(argv: list[str] | None = None) -> dict:
         "untrained (identity init)": {}, "untrained, w/o MHA_tok": {"use_token_attention": False}}
     for name, over in untrained.items():
         t0 = time.perf_counter()
-        model = UniFAR(UniFARConfig(**{"max_tokens": args.max_tokens, **over}), base_model=base.base, tokenizer=base.tokenizer)
+        model = UniFAR(UniFARConfig(**{"base_model": args.base_model, "max_tokens": args.max_tokens, **over}),
+                       base_model=base.base, tokenizer=base.tokenizer)
         runs[name] = {"spec": {"config": over}, **evaluate(model), "seconds": round(time.perf_counter() - t0, 1)}
         print(name, runs[name], flush=True)
         save()
     for name, spec in grid.items():
         t0 = time.perf_counter()
-        cfg = UniFARConfig(**{"max_tokens": args.max_tokens, **spec.get("config", {})})
+        cfg = UniFARConfig(**{"base_model": args.base_model, "max_tokens": args.max_tokens, **spec.get("config", {})})
+        frozen = bool(spec.get("freeze_base", True))
         k = int(spec.get("train_top_layers", 0))
+        if not frozen and k:
+            raise ValueError(f"grid row {name!r}: train_top_layers needs freeze_base true (the default)")
         # A row without its own seed takes the generator where the rows before it left it (how every
         # committed row was run); a row with one is reseeded, so seed rows measure training noise.
         seed = int(spec.get("seed", args.seed))
         if "seed" in spec:
             torch.manual_seed(seed)
         # a variant that trains base layers gets its own copy of the base; the others share it
-        model = UniFAR(cfg, base_model=copy.deepcopy(base.base) if k else base.base, tokenizer=base.tokenizer)
+        own_base = k or not frozen
+        model = UniFAR(cfg, base_model=copy.deepcopy(base.base) if own_base else base.base, tokenizer=base.tokenizer)
         work = Path(args.work) / name.replace(" ", "_").replace("/", "-")
         res = train(None, only_real(tr) if spec.get("real_only") else tr,
-                    TrainArgs(output_dir=str(work), freeze_base=True, progress=False, seed=seed, save_every=10**6,
+                    TrainArgs(output_dir=str(work), freeze_base=frozen, progress=False, seed=seed, save_every=10**6,
                               epochs=spec.get("epochs"), train_top_layers=k,
                               top_layers_dropout=bool(spec.get("top_layers_dropout", False))),
-                    model=model, state_cache=cache(k, "ftu"), eval_dataset=ev)
+                    model=model, state_cache=cache(k, "ftu") if frozen else None, eval_dataset=ev)
         held_out = {k: round(v, 3) for k, v in (res.run_info.get("held_out") or {}).items() if isinstance(v, float)}
-        runs[name] = {"spec": spec, **evaluate(res.model, k), "held_out_loss": held_out, "steps": res.steps,
-                      "seconds": round(time.perf_counter() - t0, 1)}
+        runs[name] = {"spec": spec, **evaluate(res.model, k if frozen else None), "held_out_loss": held_out,
+                      "steps": res.steps, "seconds": round(time.perf_counter() - t0, 1),
+                      "ftus_per_second": res.run_info.get("ftus_per_second"), "bf16": res.run_info.get("bf16")}
         print(name, runs[name], flush=True)
         save()
     out = save()
