@@ -17,6 +17,10 @@ takes a disjoint shard of each epoch's seeded permutation, rank 0 alone writes f
 
     torchrun --nproc_per_node 4 -m unifar train --ftus data/ftus --output runs/unifar-mpnet --profile paper
 
+On a CPU the ranks use the gloo backend, which is how ``tests/test_train_distributed.py`` runs
+this path without a GPU: two ranks end with the weights of one process that sees the same global
+batch (DDP averages what that process accumulates), and a two-rank run resumes bit for bit.
+
 ``config.batch_size`` FTUs form one micro-batch *per rank*; ``config.grad_accumulation``
 micro-batches form one optimizer step, so one step sees ``batch_size x grad_accumulation x
 world_size`` FTUs (the paper trains with batch 4 and accumulation 4 on four GPUs and does not say
