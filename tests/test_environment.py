@@ -146,3 +146,29 @@ def test_nbval_sanitiser_hides_timings_whatever_their_width():
     assert sanitise(row("minilm mean pooling", 0.2)) == sanitise(row("minilm mean pooling", 288.0))
     assert sanitise("wall 424 s, 47.0 FTUs/s") == sanitise("wall 61 s, 3.1 FTUs/s")
     assert sanitise("MAP 41.68") == "MAP 41.68"  # numbers without a unit are compared as they are
+
+
+def lock_pins() -> dict[str, Version]:
+    pins: dict[str, Version] = {}
+    for n, line in enumerate((ROOT / ".ci" / "requirements.lock").read_text(encoding="utf-8").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version, f".ci/requirements.lock:{n}: not an exact pin: {line!r}"
+        assert normalise(name) not in pins, f".ci/requirements.lock:{n}: {name} pinned twice"
+        pins[normalise(name)] = Version(version)
+    return pins
+
+
+def test_lock_pins_every_pyproject_dependency_within_its_range(pyproject_requirements):
+    """`.ci/setup` installs the lock with --no-deps: a dependency missing from it would be missing
+    from the environment, and a pin outside pyproject's range would contradict it (run
+    `bash .ci/lock.sh` after changing pyproject.toml)."""
+    pins = lock_pins()
+    missing = sorted(set(pyproject_requirements) - set(pins))
+    assert not missing, f"in pyproject.toml but not pinned in .ci/requirements.lock: {missing}"
+    outside = {name: (str(req.specifier), str(pins[name])) for name, req in pyproject_requirements.items()
+               if not req.specifier.contains(pins[name], prereleases=True)}
+    assert not outside, f"lock pins outside pyproject's ranges (range, pin): {outside}"
+    assert str(pins["torch"]).startswith("2.13.0"), "the CPU torch of the stored outputs"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from unifar import UniFAR, UniFARConfig
 from unifar.scoring import docdoc_scores, facet_similarity, qdoc_scores
+
+# The real shipped encoder: marked slow; CI runs it in its "slow tests" step.
+pytestmark = pytest.mark.slow
 
 
 def test_real_minilm_encodes_and_ranks_sensibly(tmp_path):

@@ -368,6 +368,34 @@ def test_linear_head_converges_so_tiny_embedding_noise_does_not_move_it(tiny_enc
     assert drift(1e-4) > 10 * drift(1e-6)  # the failure the default guards against
 
 
+def test_near_ties_are_decided_in_float64_whatever_the_float32_noise(tiny_encoder):
+    # A head whose decision boundary passes exactly through one sentence's float64 embedding:
+    # in float32 that sentence is a coin toss that 1e-7 noise (another CPU) would flip; the
+    # labeller re-decides it in float64, so noisy float32 embeddings give the same labels.
+    sents, labels = toy_sentences()
+    lab = FacetLabeller(tiny_encoder, head="linear", C=10.0).fit_sentences(sents, labels)
+    probe = sents[4]
+    x64 = lab.embed_float64([probe])[0]
+    W, b = lab.params["W"].clone(), lab.params["b"].clone()
+    scores = x64 @ W.T + b
+    top, second = scores.topk(2).indices.tolist()
+    b[second] += scores[top] - scores[second] + 1e-9  # the second class now wins by 1e-9 in float64
+    lab.params["b"] = b
+    expected = FACETS[int((x64 @ W.T + b).argmax())]
+    assert expected == FACETS[second]
+    plain = lab.embed
+    outcomes = set()
+    for seed in range(6):
+        noise = torch.randn(len(sents), 32, generator=torch.Generator().manual_seed(seed)) * 1e-6
+        lab.embed = lambda s, n=noise: torch.nn.functional.normalize(plain(s) + n[: len(s)], dim=-1)
+        raw = lab.predict_embeddings(lab.embed([probe]))[0]
+        outcomes.add(raw)
+        assert lab.predict_sentences([probe]) == [expected] and lab.last_near_ties == 1
+    assert len(outcomes) == 2  # without the float64 decision the noise flips the label
+    lab.embed = plain
+    assert lab.near_ties(lab.embed(sents)).tolist() == [4]  # every other sentence is far from a tie
+
+
 def test_label_documents_and_evaluate(tiny_encoder):
     docs = toy_docs()
     lab = FacetLabeller(tiny_encoder, head="knn", k=1).fit(docs)

@@ -24,6 +24,9 @@ from unifar.train import read_log
 from .conftest import tiny_bert
 from .test_train import make_dataset
 
+# Several-rank launches (about 15 s each): marked slow; CI runs them in its "slow tests" step.
+pytestmark = pytest.mark.slow
+
 COMMON = ["--epochs", "2", "--device", "cpu", "--max-positives", "1", "--no-progress", "--seed", "5"]
 
 

@@ -217,6 +217,9 @@ class FacetLabeller:
         self.progress = progress
         self.params: dict[str, torch.Tensor] = {}
         self.metadata: dict[str, Any] = {}
+        self.tie_margin = 1e-4  # decision-score gap below which float64 decides (predict_sentences)
+        self.last_near_ties = 0  # how many sentences the last predict_sentences call re-decided
+        self._encoder64: Any = None
 
     # -- training --------------------------------------------------------------------------------
     def embed(self, sentences: Sequence[str]) -> torch.Tensor:
@@ -289,27 +292,77 @@ class FacetLabeller:
             sims[i : i + chunk] = (onehot * s.double().unsqueeze(-1)).sum(1)
         return votes, sims
 
+    def decision_scores(self, X: torch.Tensor) -> torch.Tensor:
+        """Scores [N, 3] (float64) whose argmax is the prediction: the logits ``W x + b``
+        (linear), or votes then summed similarity, lexicographically (kNN)."""
+        self._check_fitted()
+        if self.head == "linear":
+            return X.double() @ self.params["W"].T + self.params["b"]
+        votes, sims = self._knn_votes(X)
+        k = min(self.k, len(self.params["labels"]))
+        # lexicographic: votes first, then summed similarity (in [-k, k]) breaks ties
+        return votes * (2 * k + 1) + (sims + k)
+
     def predict_embeddings(self, X: torch.Tensor) -> list[str | None]:
         """Facets of pre-computed (normalised) embeddings."""
         self._check_fitted()
         if len(X) == 0:
             return []
+        pred = self.decision_scores(X).argmax(dim=-1)
         if self.head == "linear":
-            conf, pred = self.predict_proba_embeddings(X).max(dim=-1)
+            conf = self.predict_proba_embeddings(X).gather(1, pred.unsqueeze(1)).squeeze(1)
         else:
-            votes, sims = self._knn_votes(X)
-            k = min(self.k, len(self.params["labels"]))
-            # lexicographic: votes first, then summed similarity (in [-k, k]) breaks ties
-            pred = (votes * (2 * k + 1) + (sims + k)).argmax(dim=-1)
-            conf = votes.gather(1, pred.unsqueeze(1)).squeeze(1) / k
+            votes, _ = self._knn_votes(X)
+            conf = votes.gather(1, pred.unsqueeze(1)).squeeze(1) / min(self.k, len(self.params["labels"]))
         out: list[str | None] = [FACETS[i] for i in pred.tolist()]
         if self.min_confidence is not None:
             out = [f if c >= self.min_confidence else None for f, c in zip(out, conf.tolist())]
         return out
 
+    def near_ties(self, X: torch.Tensor) -> torch.Tensor:
+        """Indices of the rows whose two best decision scores differ by less than
+        :attr:`tie_margin`: the decisions that float32 rounding noise could flip."""
+        if len(X) == 0:
+            return torch.empty(0, dtype=torch.long)
+        top2 = self.decision_scores(X).topk(2, dim=-1).values
+        return torch.nonzero(top2[:, 0] - top2[:, 1] < self.tie_margin).flatten()
+
+    @torch.no_grad()
+    def embed_float64(self, sentences: Sequence[str]) -> torch.Tensor:
+        """L2-normalised float64 embeddings [N, d], one sentence at a time (no padding) with a
+        float64 copy of the encoder: what float32 approximates, the same on every CPU to ~1e-15."""
+        enc = self.encoder
+        if getattr(self, "_encoder64", None) is None:
+            import copy
+
+            self._encoder64 = copy.deepcopy(enc.model).to("cpu", torch.float64).eval()
+        out = torch.empty(len(sentences), enc.embedding_size, dtype=torch.float64)
+        for i, sentence in enumerate(sentences):
+            t = enc.tokenizer([sentence], truncation=True, max_length=enc.max_length, return_tensors="pt")
+            hidden = self._encoder64(**t).last_hidden_state[0]
+            m = t["attention_mask"][0].to(torch.float64).unsqueeze(-1)
+            out[i] = torch.nn.functional.normalize((hidden * m).sum(0) / m.sum(), dim=-1)
+        return out
+
     def predict_sentences(self, sentences: Sequence[str]) -> list[str | None]:
-        """One facet (or ``None``, see ``min_confidence``) per sentence."""
-        return self.predict_embeddings(self.embed(sentences))
+        """One facet (or ``None``, see ``min_confidence``) per sentence.
+
+        Near ties are decided in float64: a sentence whose two best classes score within
+        :attr:`tie_margin` (1e-4) in float32 is embedded again in float64 and classified on that.
+        Another CPU moves the float32 embeddings by about 1e-7, which flips an argmax only when
+        the margin is of that size; such a sentence is always a near tie, decided identically
+        everywhere, and a sentence outside the band keeps its decision on every CPU. (Once, one
+        of about 13,000 chapter-3 labels flipped between an AVX2 and an AVX-512 machine.)
+        """
+        sentences = list(sentences)
+        X = self.embed(sentences)
+        preds = self.predict_embeddings(X)
+        near = self.near_ties(X).tolist()
+        if near:
+            for i, p in zip(near, self.predict_embeddings(self.embed_float64([sentences[i] for i in near]))):
+                preds[i] = p
+        self.last_near_ties = len(near)
+        return preds
 
     def label_documents(self, docs: Sequence[Mapping[str, Any]]) -> list[list[str | None]]:
         """:class:`~unifar.data.labelling.SentenceLabeller`: one facet per sentence of each
