@@ -105,27 +105,45 @@ def test_mean_pooling_encoder_order_norm_and_padding(tiny_encoder_dir: Path) -> 
     assert enc.sep_token == "[SEP]"
 
 
-def test_mean_pooling_cache_reuses_and_tracks_weights(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+def test_mean_pooling_cache_reuses_rows_and_tracks_weights(tiny_encoder_dir: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     enc = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=64, batch_size=2, device="cpu", show_progress=False, cache_dir=cache)
     texts = ["graph neural networks", "we measure retrieval", "results improve"]
     first = enc.encode(texts)
     files = sorted(cache.glob("mean-*.safetensors"))
     assert len(files) == 1 and not list(cache.glob(".tmp-*"))
-    # a second encoder (another chapter) loads the file instead of running the model
+    # a second encoder (another chapter) loads the file instead of running the model ...
     again = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=64, batch_size=2, device="cpu", show_progress=False, cache_dir=cache)
     again._encode = lambda _texts: pytest.fail("the cached embeddings were not used")  # type: ignore[method-assign]
     assert torch.equal(again.encode(texts), first)
-    # other texts, another max_length or changed weights are other keys
-    assert again.cache_key(texts[:2]) != again.cache_key(texts)
+    # ... also for a subset in another order, with repeats: rows are cached one by one
+    assert torch.equal(again.encode([texts[2], texts[0], texts[2]]), first[[2, 0, 2]])
+    # a call with new texts encodes only those, and the file then holds every row
+    seen = []
+    again._encode = lambda new: (seen.extend(new), enc._encode(new))[1]  # type: ignore[method-assign]
+    mixed = again.encode([texts[1], "a new text", texts[0]])
+    assert seen == ["a new text"] and torch.equal(mixed[[0, 2]], first[[1, 0]])
+    assert len(list(cache.glob("mean-*.safetensors"))) == 1
+    # another max_length or changed weights use another file
     other_len = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=32, device="cpu", show_progress=False, cache_dir=cache)
-    assert other_len.cache_key(texts) != enc.cache_key(texts)
-    key = enc.cache_key(texts)
+    assert other_len.cache_key() != enc.cache_key()
+    key = enc.cache_key()
     with torch.no_grad():
         next(enc.model.parameters()).add_(0.01)
-    assert enc.cache_key(texts) != key
+    assert enc.cache_key() != key
     assert not torch.equal(enc.encode(texts), first)
     assert len(list(cache.glob("mean-*.safetensors"))) == 2
+
+
+def test_a_torn_mean_pooling_cache_warns_and_is_rebuilt(tiny_encoder_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    enc = MeanPoolingEncoder(str(tiny_encoder_dir), max_length=64, device="cpu", show_progress=False, cache_dir=cache)
+    first = enc.encode(["one text", "another text"])
+    (path,) = cache.glob("mean-*.safetensors")
+    path.write_bytes(path.read_bytes()[:100])  # an interrupted copy
+    with pytest.warns(UserWarning, match="unreadable embedding cache"):
+        again = enc.encode(["one text", "another text"])
+    assert torch.equal(again, first)
 
 
 def test_hybrid_score_fn_fuses_z_scores_per_pool() -> None:

@@ -279,9 +279,32 @@ def test_state_cache_ignores_a_torn_file(make_model, tmp_path):
 
     a = make_model()
     cache = TokenStateCache.on_disk(a, tmp_path)
-    cache.path.write_bytes(b"not a safetensors file")
+    a.encode_documents([{"title": "T", "sentences": SENTS[:3]}], state_cache=cache)
+    good = cache.save()
+    cache.path.with_name(cache.path.name + "-torn.safetensors").write_bytes(b"not a safetensors file")
     with pytest.warns(UserWarning, match="unreadable token-state cache"):
-        assert len(TokenStateCache.on_disk(a, tmp_path)) == 0
+        assert len(TokenStateCache.on_disk(a, tmp_path)) == 1  # the good file still counts
+    assert good.exists()
+
+
+def test_state_cache_saves_only_new_rows_in_a_new_file(make_model, tmp_path):
+    """A save adds a file with the rows added since the cache was read: gigabytes already on
+    disk are never written again, and a later reader sees the union."""
+    from unifar.model import TokenStateCache
+
+    a = make_model()
+    first = TokenStateCache.on_disk(a, tmp_path)
+    a.encode_documents([{"title": "T", "sentences": SENTS[:3]}], state_cache=first)
+    p1 = first.save()
+    second = TokenStateCache.on_disk(a, tmp_path)
+    a.encode_documents([{"title": "T", "sentences": SENTS[:3]}, {"title": "U", "sentences": SENTS[2:6]}], state_cache=second)
+    assert second.hits == 1 and second.misses == 1
+    p2 = second.save()
+    assert p1 != p2 and p1.exists() and p2.exists()
+    from safetensors.torch import load_file
+
+    assert len(load_file(str(p2))) == 1  # only the new row
+    assert len(TokenStateCache.on_disk(a, tmp_path)) == 2
 
 
 def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):

@@ -352,6 +352,23 @@ def test_frozen_state_cache_gives_the_same_loss(make_model):
         assert again[k] == pytest.approx(plain[k], rel=1e-5, abs=1e-6), k
 
 
+def test_training_and_evaluation_share_the_frozen_base_states(make_model, tmp_path):
+    """Rows are keyed by token ids: the states a frozen-base training run cached for its documents
+    and questions serve a later evaluation of the trained model (another process, same base)
+    without running the base again."""
+    from unifar.model import TokenStateCache
+
+    model = make_model(**small())
+    ds = make_dataset(8)
+    cache = TokenStateCache.on_disk(model, tmp_path / "cache")
+    res = train(None, ds, args_for(tmp_path / "run", max_steps=2, freeze_base=True), model=model, state_cache=cache)
+    later = TokenStateCache.on_disk(res.model, tmp_path / "cache")
+    assert len(later) == len(cache) > 0
+    docs = [ds.documents[d] for d in list(ds.documents)[:5]]
+    res.model.encode_documents(docs, state_cache=later)
+    assert later.misses == 0 and later.hits == len(docs)
+
+
 def test_freeze_base_trains_only_the_aggregation_module(make_model, tmp_path):
     model = make_model(**small())
     before = {k: v.clone() for k, v in model.base.state_dict().items()}

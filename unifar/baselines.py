@@ -191,9 +191,10 @@ class MeanPoolingEncoder:
 
         e = sum_t m_t h_t / sum_t m_t over the attention mask m; batches are formed from
         length-sorted texts to limit padding, then the original order is restored.
-        With ``cache_dir`` set, the result of a call is stored there under a hash of the model,
-        ``max_length`` and the texts, and an identical later call (another chapter encoding the
-        same collection) loads it instead of running the encoder.
+        With ``cache_dir`` set, every text's embedding is stored there, keyed by a digest of the
+        text, in one file per encoder (:meth:`cache_key`: weights and ``max_length``;
+        :class:`unifar.caching.EmbeddingCache`): a later call, in this process or in another
+        chapter, encodes only the texts no call has encoded before.
         """
         texts = list(texts)
         hidden = self.model.config.hidden_size
@@ -201,29 +202,27 @@ class MeanPoolingEncoder:
             return torch.empty(0, hidden)
         if self.cache_dir is None:
             return self._encode(texts)
-        from safetensors.torch import load_file, save_file
+        from .caching import EmbeddingCache, text_digest
 
-        path = self.cache_dir / f"mean-{self.cache_key(texts)}.safetensors"
-        if path.exists():
-            out = load_file(path)["embeddings"]
-            if out.shape == (len(texts), hidden):
-                return out
-        out = self._encode(texts)
-        atomic_file(path, lambda tmp: save_file({"embeddings": out.contiguous()}, str(tmp)))
-        return out
+        cache = EmbeddingCache(self.cache_dir / f"mean-rows-{self.cache_key()}.safetensors", hidden)
+        keys = [text_digest(t) for t in texts]
+        todo = cache.missing(keys)
+        if todo:
+            cache.put([keys[i] for i in todo], self._encode([texts[i] for i in todo]))
+            cache.save()
+        return cache.get(keys)
 
-    def cache_key(self, texts: Sequence[str]) -> str:
-        """SHA-256 (hex, 24 chars) of the encoder's weights, ``max_length`` and ``texts``.
+    def cache_key(self) -> str:
+        """SHA-256 (hex, 24 chars) of the encoder's weights and ``max_length``: the name of its
+        embedding cache file.
 
         The weights are hashed on every call (well under a second for MiniLM), so an encoder
         fine-tuned in memory never reads embeddings cached for its earlier weights.
         """
-        h = hashlib.sha256(f"{self.max_length}|{len(texts)}".encode())
+        h = hashlib.sha256(f"max_length={self.max_length}".encode())
         for name, tensor in self.model.state_dict().items():
             h.update(name.encode())
             h.update(tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        for t in texts:
-            h.update(b"\x00" + t.encode("utf-8", "surrogatepass"))
         return h.hexdigest()[:24]
 
     def _encode(self, texts: list[str]) -> torch.Tensor:

@@ -113,14 +113,15 @@ class FacetEncoding:
 class TokenStateCache:
     """Token states of a *frozen* base encoder, computed once per input (by a key) and reused.
 
-    Training with ``TrainArgs.freeze_base`` (only the anchors and the aggregation module train;
-    our CPU profile) keys documents by id and questions by text, so every later epoch costs only
-    the aggregation module. At evaluation, models that share one base (untrained UniFAR and one
-    trained with a frozen base) key inputs by their token ids and run the encoder once
-    (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in one batched call.
-    With ``top_layers=k`` it holds the states entering the base's top ``k`` layers, which then
-    run (and train) on every use. :meth:`on_disk` backs it by a file that a later process reads
-    back (chapter 1 saves CSFCube's states, chapter 5 reuses them).
+    Every input is keyed by its token ids (:meth:`item_key`), so training and evaluation share
+    rows: training with ``TrainArgs.freeze_base`` (only the anchors and the aggregation module
+    train; our CPU profile) pays the base once per document and question, and at evaluation the
+    models that share one base (untrained UniFAR and one trained with a frozen base) run it once
+    per input (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in batched
+    calls. With ``top_layers=k`` it holds the states entering the base's top ``k`` layers, which
+    then run (and train) on every use. :meth:`on_disk` backs it by files that later processes
+    read back: the chapters of one execution encode each text once (chapter 4 trains on the
+    states of the FTU documents and checks fold1_dev, chapter 5 evaluates on what is left).
     """
 
     def __init__(self, chunk_size: int = 32, top_layers: int = 0) -> None:
@@ -137,7 +138,8 @@ class TokenStateCache:
         self.chunk_size = chunk_size
         self.path: Path | None = None  # set by :meth:`on_disk`
         self.fingerprint: str | None = None
-        self._saved = 0  # rows already in the file at ``path``
+        self._saved = 0  # rows already in the files of ``path``
+        self._saved_keys: set[str] = set()
 
     def __len__(self) -> int:
         return len(self.states)
@@ -147,6 +149,22 @@ class TokenStateCache:
         import hashlib
 
         return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
+
+    @staticmethod
+    def item_key(input_ids: Sequence[int]) -> str:
+        """The key of one tokenised input: its token ids (the states depend on nothing else).
+
+        >>> TokenStateCache.item_key([101, 7592, 102])
+        '101 7592 102'
+        """
+        return " ".join(map(str, input_ids))
+
+    @classmethod
+    def batch_keys(cls, batch: Batch) -> list[str]:
+        """:meth:`item_key` of every row of a collated (right-padded) batch."""
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        ids = batch.input_ids.tolist()
+        return [cls.item_key(row[: int(n)]) for row, n in zip(ids, lengths)]
 
     @staticmethod
     def base_fingerprint(model: "UniFAR", top_layers: int = 0) -> str:
@@ -165,47 +183,54 @@ class TokenStateCache:
     @classmethod
     def on_disk(cls, model: "UniFAR", cache_dir: str | os.PathLike[str], top_layers: int = 0,
                 chunk_size: int = 32) -> "TokenStateCache":
-        """A cache backed by ``cache_dir/states-<fingerprint>.safetensors``: the rows a previous run
-        saved for the same base weights are loaded, and :meth:`save` writes the file back. Lets a
-        later notebook (chapter 5) reuse the frozen base's states an earlier one (chapter 1)
-        computed, instead of running the encoder over the same documents again."""
+        """A cache backed by the files ``cache_dir/states-<fingerprint>-<n>.safetensors``: the rows
+        earlier runs saved for the same base weights are loaded, and :meth:`save` adds a file with
+        the new rows (so a save never rewrites gigabytes already on disk). Lets a later notebook
+        reuse the frozen base's states an earlier one computed, instead of running the encoder
+        over the same documents again. A torn file is skipped with a warning (its rows are
+        encoded again)."""
         from safetensors.torch import load_file
 
         cache = cls(chunk_size=chunk_size, top_layers=top_layers)
         cache.fingerprint = cls.base_fingerprint(model, top_layers)
-        cache.path = Path(cache_dir) / f"states-{cache.fingerprint}.safetensors"
-        if cache.path.exists():
+        cache_dir = Path(cache_dir)
+        cache.path = cache_dir / f"states-{cache.fingerprint}"
+        for shard in sorted(cache_dir.glob(f"states-{cache.fingerprint}*.safetensors")):
             try:
-                cache.states = load_file(str(cache.path), device=str(model.device))
-            except Exception as e:  # a torn or foreign file: start empty, never fail the run for a cache
+                cache.states.update(load_file(str(shard), device=str(model.device)))
+            except Exception as e:  # a torn or foreign file: skip it, never fail the run for a cache
                 import warnings
 
-                warnings.warn(f"{cache.path}: unreadable token-state cache ({e}); starting empty", stacklevel=2)
-                cache.states = {}
-            cache._saved = len(cache.states)
+                warnings.warn(f"{shard}: unreadable token-state cache ({e}); its rows will be encoded again", stacklevel=2)
+        cache._saved = len(cache.states)
+        cache._saved_keys = set(cache.states)
         return cache
 
     def save(self) -> Path | None:
-        """Write every row to the file of :meth:`on_disk` (atomically), when rows were added since it
-        was read. Returns the path written, or None when there was nothing new (or no file)."""
+        """Write the rows added since the cache was read to a new file of :meth:`on_disk`
+        (atomically). Returns the path written, or None when there was nothing new (or no file)."""
+        import uuid
+
         from safetensors.torch import save_file
 
         from .files import atomic_file
 
         if self.path is None or len(self.states) == self._saved:
             return None
-        tensors = {k: v.to("cpu") for k, v in self.states.items()}  # rows own their storage (see fill)
-        atomic_file(self.path, lambda tmp: save_file(tensors, str(tmp), metadata={"fingerprint": str(self.fingerprint)}))
+        new = {k: v.to("cpu") for k, v in self.states.items() if k not in self._saved_keys}
+        path = self.path.with_name(f"{self.path.name}-{uuid.uuid4().hex[:8]}.safetensors")
+        atomic_file(path, lambda tmp: save_file(new, str(tmp), metadata={"fingerprint": str(self.fingerprint)}))
         self._saved = len(self.states)
-        return self.path
+        self._saved_keys |= set(new)
+        return path
 
-    def fill(self, model: UniFAR, keys: Sequence[str], items: Sequence[EncodedInput], batch_size: int = 32,
+    def fill(self, model: UniFAR, items: Sequence[EncodedInput], batch_size: int = 32,
              show_progress: bool = False) -> int:
         """Encode every input not cached yet, in length-sorted batches (the fast way to warm the
         cache before training). Returns how many inputs were encoded."""
         from tqdm.auto import tqdm
 
-        keys = [self._digest(k) for k in keys]
+        keys = [self._digest(self.item_key(it.input_ids)) for it in items]
         todo = sorted({k: i for i, k in enumerate(keys) if k not in self.states}.values(), key=lambda i: -len(items[i].input_ids))
         pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
         for s in tqdm(range(0, len(todo), batch_size), desc="caching base states", disable=not show_progress):
@@ -218,10 +243,10 @@ class TokenStateCache:
                 self.states[keys[i]] = states[j, : int(lengths[j])].detach().clone()  # own storage: no padded batch kept alive
         return len(todo)
 
-    def token_states(self, model: UniFAR, batch: Batch, keys: Sequence[str]) -> torch.Tensor:
-        """``[B, L, h]`` token states of ``batch`` (rows named by ``keys``), zero-padded."""
+    def token_states(self, model: UniFAR, batch: Batch) -> torch.Tensor:
+        """``[B, L, h]`` token states of ``batch`` (rows keyed by :meth:`batch_keys`), zero-padded."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
-        keys = [self._digest(k) for k in keys]
+        keys = [self._digest(k) for k in self.batch_keys(batch)]
         missing = [i for i, k in enumerate(keys) if k not in self.states]
         self.misses += len(missing)
         self.hits += len(keys) - len(missing)
@@ -491,6 +516,7 @@ class UniFAR(nn.Module):
         )
 
     def forward(self, batch: Batch, need_kl_attention: bool = False) -> UniFAROutput:
+        """Facet aggregation (:meth:`aggregate`) on the base encoder's token states of ``batch``."""
         return self.aggregate(self.token_states(batch), batch, need_kl_attention)
 
     # ------------------------------------------------------------------ public encoders
@@ -562,8 +588,7 @@ class UniFAR(nn.Module):
                 if state_cache is None:
                     out = self(batch)
                 else:
-                    keys = [" ".join(map(str, items[i].input_ids)) for i in idx]
-                    tokens = state_cache.token_states(self, batch, keys)
+                    tokens = state_cache.token_states(self, batch)
                     out = self.aggregate(self.upper_states(tokens, batch.attention_mask, state_cache.top_layers), batch)
             embeddings[idx] = out.embeddings.float().cpu()
             att = out.attention.float().cpu()

@@ -245,13 +245,12 @@ def build_ftu_batch(
 
 
 # ================================================================================ frozen base
-def _encode(model: nn.Module, batch: Batch, keys: Sequence[str], cache: TokenStateCache | None,
-            need_kl_attention: bool = False) -> Any:
+def _encode(model: nn.Module, batch: Batch, cache: TokenStateCache | None, need_kl_attention: bool = False) -> Any:
     """``model(batch)``, or the aggregation module over cached frozen-base states."""
     if cache is None:
         return model(batch, need_kl_attention=need_kl_attention)
     core: UniFAR = model.module if hasattr(model, "module") else model  # type: ignore[assignment]
-    tokens = core.upper_states(cache.token_states(core, batch, keys), batch.attention_mask, cache.top_layers)
+    tokens = core.upper_states(cache.token_states(core, batch), batch.attention_mask, cache.top_layers)
     return core.aggregate(tokens, batch, need_kl_attention)
 
 
@@ -284,7 +283,7 @@ def ftu_objective(model: nn.Module, fb: FTUBatch, kl_lambda: float, cache: Token
     """
     core: UniFAR = model.module if hasattr(model, "module") else model  # type: ignore[assignment]
     cfg = core.config
-    out = _encode(model, fb.documents, fb.doc_ids, cache, need_kl_attention=cfg.use_kl_loss)
+    out = _encode(model, fb.documents, cache, need_kl_attention=cfg.use_kl_loss)
     E = out.embeddings  # [D, F, h]
     F_ = E.shape[1]
     f_col = torch.arange(F_, device=E.device)
@@ -305,7 +304,7 @@ def ftu_objective(model: nn.Module, fb: FTUBatch, kl_lambda: float, cache: Token
     l_qd = None
     if cfg.use_qd_loss:
         if bool(qm.any()):
-            Q = _encode(model, fb.questions, fb.question_texts, cache).embeddings  # [M, F, h]
+            Q = _encode(model, fb.questions, cache).embeddings  # [M, F, h]
             q = Q[fb.question_idx, f_col[None, :]]  # [B, F, h]
             l_qd = question_doc_loss(q, dq, pos, neg, cfg.temperature, fb.pos_mask, fb.neg_mask)
             l_qd = l_qd * qm * (n_union / qm.sum().clamp(min=1)).to(l_qd.dtype)
@@ -864,9 +863,11 @@ def _train(
         needed = list(dict.fromkeys(d for u in train_ftus for d in u.doc_ids()))
         questions = list(dict.fromkeys(q.text for u in train_ftus for q in u.questions.values()))
         t_fill = time.perf_counter()
-        n_filled = cache.fill(model, needed, model.tokenize_documents([documents[d] for d in needed]),
+        n_filled = cache.fill(model, model.tokenize_documents([documents[d] for d in needed]),
                               show_progress=args.progress and is_main)
-        n_filled += cache.fill(model, questions, model.tokenize_questions(questions), show_progress=args.progress and is_main)
+        n_filled += cache.fill(model, model.tokenize_questions(questions), show_progress=args.progress and is_main)
+        if is_main:
+            cache.save()  # an on-disk cache (TokenStateCache.on_disk) keeps them for later chapters
         if is_main:
             logger.info("cached frozen base states of %d inputs in %.1f s", n_filled, time.perf_counter() - t_fill)
     params = [p for g in optimizer.param_groups for p in g["params"]]
