@@ -139,7 +139,8 @@ def test_build_uses_every_signal_and_marks_question_origins(small_build):
 
 
 def test_written_training_files_pass_the_leakage_guard(small_build, tmp_path):
-    """The leakage rule of DESIGN.md, enforced on the training files the pipeline writes."""
+    """The leakage rule (no evaluation document or question in training data), enforced on the
+    training files the pipeline writes."""
     folder = write_ftus(tmp_path / "ftus", small_build.ftus, small_build.documents, command="test")
     report = check_no_leakage(folder, forbidden_from_repo_data())
     assert report.ok and report.documents_checked == len(small_build.documents)

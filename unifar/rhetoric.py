@@ -1,6 +1,7 @@
-r"""Sentence embeddings of rhetorical function, after SciToricsBERT (Kato et al., 2023,
-"Learning Sentence Representations of Rhetorical Function with Metric Learning";
-paper 002 of this book's reading list).
+r"""Sentence embeddings of rhetorical function, after SciToricsBERT (Sugimoto and Aizawa, 2022,
+"Incorporating the Rhetoric of Scientific Language into Sentence Embeddings using
+Phrase-guided Distant Supervision and Metric Learning", SDP 2022; paper 002 of this book's
+reading list).
 
 SciToricsBERT fine-tunes an encoder so that sentences with the same communicative function lie
 close together. This module holds its three ingredients and its evaluation:
@@ -139,6 +140,7 @@ class SoftmaxCrossEntropyLoss(nn.Module):
         self.classifier = nn.Linear(embedding_size, num_classes)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the linear classifier's logits on ``embeddings`` [N, d]."""
         return F.cross_entropy(self.classifier(embeddings), labels)
 
 
@@ -161,12 +163,14 @@ class MetricLoss(nn.Module):
         self.hparams = dict(hparams)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss (a scalar) of ``embeddings`` [N, d] with class ``labels`` [N], in float32."""
         embeddings = embeddings.float()
         if self.miner is not None:
             return self.loss_fn(embeddings, labels, self.miner(embeddings, labels))
         return self.loss_fn(embeddings, labels)
 
     def extra_repr(self) -> str:
+        """The loss name and its hyper-parameters, shown by ``repr(loss)``."""
         return f"name={self.name!r}, " + ", ".join(f"{k}={v}" for k, v in self.hparams.items())
 
 

@@ -1,7 +1,7 @@
 """Facet-Aware Training Units (section 4.1): merging facet triplets, the on-disk format, statistics.
 
 An FTU is ``{d_q, D_pos^(f), D_neg^(f), q^(f) | f in {bg, mt, rs}}``. In memory and on disk it
-refers to documents by id:
+refers to documents by id::
 
     {"query": "<doc id>",
      "positives": {"background": [ids], "method": [...], "result": [...]},

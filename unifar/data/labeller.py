@@ -18,7 +18,7 @@ evaluation. The labeller predicts a facet for every sentence (never ``None``) un
 
 **Leakage.** 32 CSAbstruct abstracts are CSFCube papers (CSAbstruct was drawn from the same
 Semantic Scholar pool): 21 in ``train``, 8 in ``dev``, 3 in ``test``. CSFCube is an evaluation
-benchmark, so they must not train the labeller (DESIGN.md, leakage rule).
+benchmark, so they must not train the labeller (the leakage rule: no evaluation document or question enters training data).
 :func:`csabstruct_training_documents` finds them with :func:`unifar.data.leakage.find_leaks`
 against :func:`~unifar.data.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
 no S2 ids, so they are caught by their text: the whole normalised abstract equal to a CSFCube

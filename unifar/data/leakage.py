@@ -1,4 +1,4 @@
-"""Leakage guard: no evaluation document or question may enter training data (DESIGN.md).
+"""Leakage guard for the leakage rule: no evaluation document or question enters training data.
 
 The forbidden material is given explicitly (:class:`ForbiddenSet`: ids, titles, texts), so the
 guard depends on no loader; :func:`forbidden_from_repo_data` builds it from the repository's

@@ -1,5 +1,5 @@
 """The offline FTU set: training documents from the offline corpora, facet positives and
-negatives from stated signals, one question per facet (section 4.1, adapted; see DESIGN.md).
+negatives from stated signals, one question per facet (section 4.1, adapted as described below).
 
 The paper's FTUs come from FLeW's citation-intent triplets with LLM sentence labels and LLM
 questions, none of which is public. Here every part has a stated origin:
@@ -109,6 +109,10 @@ class MiningConfig:
     neighbourhood: int = 20  # dense topical neighbours a hard negative is drawn from
     min_facet_words: int = 5  # facet text shorter than this gives no facet pair
     max_query_documents: int | None = None  # per source, seeded sample (None: all)
+    # Documents kept per source before mining, a seeded sample (None, or a source not named: all
+    # of it). Shrinks the pool a source's positives and negatives come from, and so the encoding
+    # (chapter 3's default profile; the full profile keeps everything).
+    pool_per_source: dict[str, int] | None = None
     seed: int = 0
     # Which score picks positives (and ranks the hard-negative candidates): "facet-bm25" (BM25
     # between facet-f texts over the whole pool) or "hybrid" (the dense topical neighbours
@@ -138,6 +142,15 @@ class MiningConfig:
             raise ValueError(f"teacher_margin needs the hybrid signal (it ranks by the teacher), got signal={self.signal!r}")
         if self.signal not in SIGNALS:
             raise ValueError(f"unknown mining signal {self.signal!r}; choose from {SIGNALS}")
+        if self.pool_per_source is not None:
+            self.pool_per_source = dict(self.pool_per_source)
+            bad = sorted(set(self.pool_per_source) - set(SOURCES))
+            if bad:
+                raise ValueError(f"pool_per_source names unknown source(s) {bad}; choose from {sorted(SOURCES)}")
+            small = {k: v for k, v in self.pool_per_source.items() if not isinstance(v, int) or v < self.neighbourhood + 1}
+            if small:
+                raise ValueError(f"pool_per_source must keep more than neighbourhood ({self.neighbourhood}) "
+                                 f"documents per source, got {small}")
         if self.signal == "hybrid" and self.rerank_depth < self.neighbourhood:
             raise ValueError(f"rerank_depth ({self.rerank_depth}) must be at least neighbourhood ({self.neighbourhood})")
 
@@ -283,8 +296,8 @@ def mine_facet_triplets(
     query_ids: Sequence[str] | None = None,
 ) -> list[Triplet]:
     """Facet triplets over one pool ``ids`` with ``config.signal`` (``facet-bm25`` or ``hybrid``,
-    module docstring); ``query_ids`` (default all) are the query documents. Returns ``Triplet``s
-    (each positive paired with each negative)."""
+    module docstring); ``query_ids`` (default all) are the query documents. Returns
+    :class:`~unifar.data.ftu.Triplet` records (each positive paired with each negative)."""
     from ..baselines import BM25Scorer
     from ..scoring import zscore_fusion
 
@@ -415,6 +428,25 @@ def _search_ftus(bench: Any, docs: Mapping[str, Mapping[str, Any]], encode: Enco
     return ftus
 
 
+def sample_pool(docs: Mapping[str, Mapping[str, Any]], per_source: Mapping[str, int], seed: int) -> dict[str, Any]:
+    """Keep at most ``per_source[s]`` documents of each source ``s`` (a seeded sample, in the
+    original order); sources not named keep everything.
+
+    >>> docs = {f"a{i}": {"source": "nicta"} for i in range(5)} | {"b0": {"source": "pubmedqa"}}
+    >>> sorted(sample_pool(docs, {"nicta": 2}, seed=0))
+    ['a3', 'a4', 'b0']
+    """
+    by_source: dict[str, list[str]] = {}
+    for d, doc in docs.items():
+        by_source.setdefault(doc["source"], []).append(d)
+    keep: set[str] = set()
+    rnd = random.Random(seed)
+    for source, ids in sorted(by_source.items()):
+        n = per_source.get(source)
+        keep.update(ids if n is None or len(ids) <= n else rnd.sample(ids, n))
+    return {d: doc for d, doc in docs.items() if d in keep}
+
+
 # ----- the whole construction -------------------------------------------------------------------
 def build_offline_ftus(
     encode: Encode,
@@ -438,6 +470,9 @@ def build_offline_ftus(
     config = config or MiningConfig()
     docs, report = load_training_documents(config.sources, data_dir, forbidden)
     extra = report.pop("_extra")
+    if config.pool_per_source:
+        docs = sample_pool(docs, config.pool_per_source, config.seed)
+        report["pool_per_source"] = dict(config.pool_per_source)
     report["labelled_by_labeller"] = label_unlabelled(docs, labeller)
 
     # query documents: every labelled document, or a seeded per-source sample of them

@@ -1,0 +1,292 @@
+"""What every chapter of the book shares: set-up, profile results, and numbers glued into prose.
+
+A chapter is a papermill notebook with a ``profile`` parameter (``smoke``, ``default``, ``full``,
+``paper``). Its second cell is one call::
+
+    ch = setup_chapter("ch04", profile, PROFILES)
+
+which moves to the repository root (nbval starts kernels in ``notebooks/``), silences the known
+harmless warnings, pins the CPU threads, sets the plotting theme and returns a :class:`Chapter`
+holding the chosen profile's settings. The chapter then saves what it measured with
+:meth:`Chapter.save`: a JSON file with the results, the configuration and the run's facts
+(commit, machine, date, duration). The ``full`` profile's files are committed under
+``results/<chapter>/full/``; every other profile writes under ``artifacts/results/`` (ignored by
+git), so re-running the default never dirties the repository. :meth:`Chapter.full` reads the
+committed ``full`` results back, and :meth:`Chapter.full_label` says where they came from, so the
+chapter can show them beside its own run.
+
+Numbers in prose come from :func:`glue` (myst-nb's glue, not displayed where it is called) and
+are written in markdown as ``{glue:text}`name:.2f```; the book never types a measured number.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .files import REPO, atomic_file
+
+__all__ = [
+    "Chapter",
+    "FORMAT",
+    "PROFILE_NAMES",
+    "glue",
+    "glue_dict",
+    "load_results",
+    "machine_facts",
+    "run_facts",
+    "same_results",
+    "setup_chapter",
+]
+
+FORMAT = "unifar-chapter-results/1"
+#: the profiles a chapter may offer (each chapter offers ``default`` and ``smoke`` at least)
+PROFILE_NAMES = ("smoke", "default", "full", "paper")
+
+
+# ----------------------------------------------------------------------------- run facts
+def machine_facts() -> dict[str, Any]:
+    """The machine a result was measured on: CPU model and count, platform, Python, and the
+    torch / transformers versions and threads when the run imported them."""
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cpu_model": cpu or platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                    cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
+        info["transformers"] = transformers.__version__
+    return info
+
+
+def run_facts(started: float | None = None) -> dict[str, Any]:
+    """Commit (and whether the tree had uncommitted changes), machine, UTC date and, given the
+    ``time.perf_counter()`` of the start, the duration in seconds."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    facts: dict[str, Any] = {
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(status) if status is not None else None,
+        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "machine": machine_facts(),
+    }
+    if started is not None:
+        facts["duration_s"] = round(time.perf_counter() - started, 1)
+    return facts
+
+
+# ----------------------------------------------------------------------------- results files
+def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a chapter results file written by :meth:`Chapter.save`, checking its format."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a chapter results file (expected format {FORMAT!r})")
+    return data
+
+
+def same_results(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two results files hold the same measurements: ``config`` and ``results`` equal,
+    the run facts (commit, date, machine, duration) ignored.
+
+    >>> x = {"config": {"seed": 0}, "results": {"map": 40.0}, "run": {"duration_s": 1.0}}
+    >>> same_results(x, {**x, "run": {"duration_s": 2.0}}), same_results(x, {**x, "results": {"map": 41.0}})
+    (True, False)
+    """
+    return a.get("config") == b.get("config") and a.get("results") == b.get("results")
+
+
+def _jsonable(obj: Any) -> Any:
+    """Round-trip through JSON so the file holds exactly what a reader gets back (tuples become
+    lists, numpy scalars numbers)."""
+    import numpy as np
+
+    def default(o: Any) -> Any:
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, Path):
+            return o.as_posix()
+        raise TypeError(f"{type(o).__name__} is not JSON serialisable: {o!r}")
+
+    return json.loads(json.dumps(obj, default=default))
+
+
+@dataclass
+class Chapter:
+    """A chapter's run: its name (``"ch04"``), notebook, profile and the profile's settings.
+
+    ``results_dir`` is where :meth:`save` writes: ``results/<name>/full`` for the ``full``
+    profile (committed), ``artifacts/results/<name>/<profile>`` otherwise.
+    """
+
+    name: str
+    notebook: str
+    profile: str
+    settings: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def results_dir(self) -> Path:
+        if self.profile == "full":
+            return REPO / "results" / self.name / "full"
+        return REPO / "artifacts" / "results" / self.name / self.profile
+
+    def save(self, name: str, results: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> Path:
+        """Write ``results_dir/<name>.json`` atomically: ``results`` (what was measured, no
+        timings, so that a re-run compares equal), ``config`` (what produced it) and the run's
+        facts (commit, machine, date, time since :func:`setup_chapter`). Returns the path."""
+        record = {
+            "format": FORMAT,
+            "chapter": self.name,
+            "notebook": self.notebook,
+            "profile": self.profile,
+            "name": name,
+            "config": _jsonable(dict(config or {})),
+            "results": _jsonable(dict(results)),
+            "run": {**run_facts(self.started), "command": self.command(self.profile)},
+        }
+        path = self.results_dir / f"{name}.json"
+        atomic_file(path, lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8"))
+        return path
+
+    def full_path(self, name: str) -> Path:
+        return REPO / "results" / self.name / "full" / f"{name}.json"
+
+    def full(self, name: str) -> dict[str, Any]:
+        """The committed ``full`` results ``results/<chapter>/full/<name>.json`` (the whole
+        record: ``results``, ``config``, ``run``). A missing file is an error that says how to
+        make it."""
+        path = self.full_path(name)
+        if not path.exists():
+            raise FileNotFoundError(f"{path.relative_to(REPO)} is missing: run the full profile: {self.command('full')}")
+        return load_results(path)
+
+    def full_label(self, name: str) -> str:
+        """Where the ``full`` numbers come from, for a table caption: profile, date, commit,
+        duration and machine, e.g. "measured here, ``full`` profile, 2026-11-26, commit 1a2b3c4,
+        41 min on 2 CPU cores"."""
+        run = self.full(name)["run"]
+        minutes = run.get("duration_s", 0) / 60
+        took = f"{minutes:.0f} min" if minutes >= 1 else f"{run.get('duration_s', 0):.0f} s"
+        machine = run.get("machine", {})
+        return (f"measured here, `full` profile, {str(run.get('date', '?'))[:10]}, commit "
+                f"{str(run.get('commit') or '?')[:7]}{' (+ uncommitted changes)' if run.get('dirty') else ''}, "
+                f"{took} on {machine.get('cpu_count', '?')} CPU cores")
+
+    def command(self, profile: str = "full") -> str:
+        """The papermill command that runs this chapter at ``profile``."""
+        stem = Path(self.notebook).stem
+        return (f"papermill {self.notebook} _build/papermill/{stem}.{profile}.ipynb --cwd . -k python3 "
+                f"-p profile {profile}")
+
+
+def setup_chapter(
+    name: str,
+    profile: str,
+    profiles: Mapping[str, Mapping[str, Any]],
+    *,
+    notebook: str | None = None,
+    device: Any = None,
+    threads: int = 2,
+    seed: int | None = None,
+) -> Chapter:
+    """The set-up every chapter's second cell does, in one call (see the module docstring).
+
+    ``profiles`` maps each profile the chapter offers to its settings; an unknown ``profile``
+    is an error listing them. On a CPU, torch uses at most ``threads`` threads (the book's
+    timings are for 2 cores). ``seed`` seeds Python's, NumPy's and torch's generators.
+    """
+    if profile not in profiles:
+        raise ValueError(f"unknown profile {profile!r} for {name}; this chapter offers {sorted(profiles)}")
+    unknown = sorted(set(profiles) - set(PROFILE_NAMES))
+    if unknown:
+        raise ValueError(f"profile names must be among {PROFILE_NAMES}, got {unknown}")
+    os.chdir(REPO)  # nbval starts kernels in notebooks/; every path of the book is from the root
+    warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets
+    warnings.filterwarnings("ignore", message="Tight layout not applied")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:  # inline figures when run by Jupyter/papermill/nbval
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:
+            shell.run_line_magic("matplotlib", "inline")
+    except ImportError:  # pragma: no cover - IPython ships with the book extra
+        pass
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid")
+    import torch
+
+    want_cuda = (device is None and torch.cuda.is_available()) or str(device or "").startswith("cuda")
+    if not want_cuda:
+        torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
+    if seed is not None:
+        import random
+
+        import numpy as np
+
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+    if notebook is None:
+        matches = sorted((REPO / "notebooks").glob(f"{name.removeprefix('ch')}_*.ipynb"))
+        notebook = matches[0].relative_to(REPO).as_posix() if matches else f"notebooks/{name}.ipynb"
+    return Chapter(name=name, notebook=notebook, profile=profile, settings=dict(profiles[profile]))
+
+
+# ----------------------------------------------------------------------------- glue
+def glue(name: str, value: Any) -> Any:
+    """Store ``value`` under ``name`` for the chapter's prose (myst-nb), without displaying it.
+
+    Floats are stored as they are; the markdown chooses the format
+    (``{glue:text}`name:.2f```). Returns ``value`` so a cell can glue and use it in one line.
+    """
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    from myst_nb import glue as _glue
+
+    _glue(name, value, display=False)
+    return value
+
+
+def glue_dict(prefix: str, values: Mapping[str, Any]) -> None:
+    """:func:`glue` every ``values[key]`` as ``<prefix><key>``."""
+    for key, value in values.items():
+        glue(f"{prefix}{key}", value)
