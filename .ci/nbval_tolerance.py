@@ -20,11 +20,14 @@ largest deviation measured when the notebooks were re-executed with the CPU kern
 another instruction set. Anything larger fails, e.g. 39.40 -> 39.50 or 2,173 -> 2,183.
 
 Use: ``PYTHONPATH=.ci pytest --nbval -p nbval_tolerance ...`` (``.ci/run`` does).
-``NBVAL_EXACT=1`` switches the tolerance off (plain nbval).
+``NBVAL_EXACT=1`` switches the tolerance off (plain nbval). ``NBVAL_DEVIATIONS=FILE`` appends one
+JSON line per pair of printed numbers that differ (reference, new, decimals, and the difference
+as a fraction of the tolerance), which ``benchmarks/isa_check.py`` summarises.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -100,7 +103,17 @@ def texts_match(ref: str, new: str, rel_tol: float = REL_TOL, ulp_tol: float = U
         return False
     if [_SPACE.sub(" ", p) for p in ref_parts] != [_SPACE.sub(" ", p) for p in new_parts]:
         return False
-    return all(numbers_match(a, b, rel_tol, ulp_tol) for a, b in zip(ref_nums, new_nums))
+    ok = all(numbers_match(a, b, rel_tol, ulp_tol) for a, b in zip(ref_nums, new_nums))
+    log = os.environ.get("NBVAL_DEVIATIONS")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            for (x, dx), (y, dy) in zip(ref_nums, new_nums):
+                if x != y:
+                    d = max(dx, dy)
+                    tol = max(rel_tol * max(abs(x), abs(y)), ulp_tol * 10.0 ** -d if d else 0.0)
+                    fh.write(json.dumps({"ref": x, "new": y, "decimals": d, "of_tolerance": abs(x - y) / tol if tol else None,
+                                         "passed": numbers_match((x, dx), (y, dy), rel_tol, ulp_tol)}) + "\n")
+    return ok
 
 
 class TolerantText(str):

@@ -189,21 +189,43 @@ class Chapter:
     def full(self, name: str) -> dict[str, Any]:
         """The committed ``full`` results ``results/<chapter>/full/<name>.json`` (the whole
         record: ``results``, ``config``, ``run``). A missing file is an error that says how to
-        make it."""
+        make it, except in the ``smoke`` profile, which then stands in its own results (saved
+        by this run with :meth:`save`) so that a fresh checkout can exercise every cell."""
         path = self.full_path(name)
         if not path.exists():
+            own = self.results_dir / f"{name}.json"
+            if self.profile == "smoke" and own.exists():
+                print(f"({path.relative_to(REPO)} is missing: the smoke run's own results stand in for it)")
+                return load_results(own)
             raise FileNotFoundError(f"{path.relative_to(REPO)} is missing: run the full profile: {self.command('full')}")
         return load_results(path)
 
+    def results_of(self, chapter: str, name: str) -> dict[str, Any]:
+        """Another chapter's results file of *this* profile (``full``: the committed one), e.g.
+        chapter 3 reading which labeller chapter 2 chose in the same profile."""
+        base = REPO / "results" / chapter / "full" if self.profile == "full" else REPO / "artifacts" / "results" / chapter / self.profile
+        path = base / f"{name}.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path.relative_to(REPO)} is missing: run {chapter} at profile {self.profile!r} first")
+        return load_results(path)
+
+    def artifact_dir(self, kind: str) -> Path:
+        """``artifacts/<kind>/<profile>``: where this profile's files for later chapters go
+        (``ch02`` labeller, ``ftus``, ``ch04`` runs), so that profiles never overwrite each other."""
+        return REPO / "artifacts" / kind / self.profile
+
     def full_label(self, name: str) -> str:
         """Where the ``full`` numbers come from, for a table caption: profile, date, commit,
-        duration and machine, e.g. "measured here, ``full`` profile, 2026-11-26, commit 1a2b3c4,
+        duration and machine, e.g. "measured here, full profile, 2026-11-26, commit 1a2b3c4,
         41 min on 2 CPU cores"."""
-        run = self.full(name)["run"]
+        record = self.full(name)
+        run = record["run"]
+        if record.get("profile") != "full":
+            return f"measured here, this {record.get('profile')} run standing in for the full profile"
         minutes = run.get("duration_s", 0) / 60
         took = f"{minutes:.0f} min" if minutes >= 1 else f"{run.get('duration_s', 0):.0f} s"
         machine = run.get("machine", {})
-        return (f"measured here, `full` profile, {str(run.get('date', '?'))[:10]}, commit "
+        return (f"measured here, full profile, {str(run.get('date', '?'))[:10]}, commit "
                 f"{str(run.get('commit') or '?')[:7]}{' (+ uncommitted changes)' if run.get('dirty') else ''}, "
                 f"{took} on {machine.get('cpu_count', '?')} CPU cores")
 
