@@ -228,3 +228,23 @@ def test_upstream_format_without_is_query(tmp_path: Path) -> None:
     assert sum(p["is_query"] for p in data.papers.values()) == 34
     with pytest.raises(FileNotFoundError, match="not found"):
         load_csfcube(tmp_path / "nowhere")
+
+
+def test_split_papers_with_max_queries(data: CSFCube) -> None:
+    """max_queries keeps the first query facets of each facet's split and only their pools."""
+    from unifar.evaluate import csfcube_split_papers
+
+    all_docs, _ = csfcube_split_papers(data, "fold1_dev")
+    docs, split_map = csfcube_split_papers(data, "fold1_dev", max_queries=1)
+    ids = [data.splits[f]["fold1_dev"][0] for f in FACETS]
+    pools = {c for i in ids for c in data.anns[i.split("_", 1)[1]][i.split("_")[0]][0]}
+    assert {d["id"] for d in docs} == pools | {i.split("_")[0] for i in ids}
+    assert len(docs) < len(all_docs)
+    rng = np.random.default_rng(0)
+    emb = __import__("torch").from_numpy(rng.normal(size=(len(docs), len(FACETS), 8)))
+    got = split_map(emb)
+    assert set(got) == {*FACETS, "all"}
+    # "all" is the mean of the three kept query facets (one per facet)
+    assert got["all"] == pytest.approx(np.mean([got[f] for f in FACETS]), abs=0.01)
+    with pytest.raises(ValueError, match="max_queries"):
+        csfcube_split_papers(data, "fold1_dev", max_queries=0)

@@ -246,6 +246,26 @@ def test_retrievers_on_one_frozen_base_share_token_states(make_model):
     assert cache.misses == 1 and cache.hits == 1
 
 
+def test_a_single_model_reads_the_frozen_base_states_saved_on_disk(make_model, tmp_path):
+    """With a cache folder, a lone UniFAR retriever (a second training seed evaluated on its own)
+    reads the states an earlier evaluation of another model on the same base saved there."""
+    from unifar.retrievers import UniFARRetriever
+    from unifar.suite import share_frozen_base
+
+    a, b = make_model(), make_model(seed=5)
+    b.base = a.base
+    docs = [{"title": "T", "sentences": ["One sentence here.", "Another one."]}]
+    first = share_frozen_base([UniFARRetriever(a, name="a")], tmp_path)
+    UniFARRetriever(a, name="a", state_cache=first).index(docs)
+    assert first.misses == 1 and first.save() is not None
+    rb = UniFARRetriever(b, name="b")
+    second = share_frozen_base([rb], tmp_path)
+    assert rb.state_cache is second and len(second) == 1
+    rb.index(docs)
+    assert second.misses == 0 and second.hits == 1
+    assert share_frozen_base([UniFARRetriever(b, name="b")]) is None  # no folder: nothing to share
+
+
 def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_model):
     """A model trained with --train-top-layers 1 and its untrained twin share the states entering
     the last layer; each runs its own last layer, so encodings equal those without the cache."""
@@ -292,3 +312,46 @@ def test_csfcube_split_papers_scores_like_the_whole_collection():
     got = split_map(emb)
     assert got["all"] == round(100 * float(np.mean([keyed[i] for i in ids])), 2)
     assert got["method"] == round(100 * float(np.mean([keyed[i] for i in cube.splits["method"]["fold1_dev"]])), 2)
+
+
+# ----------------------------------------------------------------------------- chapter helpers
+def test_strip_timings_keeps_every_measurement(result):
+    stripped = suite.strip_timings(result)
+    assert "seconds" in result["benchmarks"]["litsearch"]["systems"]["bm25"]  # the input is untouched
+    assert not set(stripped["meta"]) & set(suite.RUN_FACT_KEYS) and stripped["meta"]["bootstrap"] == result["meta"]["bootstrap"]
+    for bench, entry in stripped["benchmarks"].items():
+        for name, res in entry["systems"].items():
+            assert "seconds" not in res
+            full = result["benchmarks"][bench]["systems"][name]
+            assert res["metrics"] == full["metrics"] and res["ci"] == full["ci"] and res["per_query"] == full["per_query"]
+    assert json.loads(json.dumps(stripped)) == stripped
+    long = suite.results_table(stripped)
+    assert long["seconds"].isna().all() and long["value"].tolist() == suite.results_table(result)["value"].tolist()
+    assert "nan" in suite.format_results(stripped)
+    a = suite.compare_systems(stripped, "litsearch", "bm25", "unifar-untrained")
+    assert a.equals(suite.compare_systems(result, "litsearch", "bm25", "unifar-untrained"))
+
+
+def test_verdict_table_and_seed_spread():
+    res = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder(), ReversedSpecter()], exclude_self=True,
+                             n_resamples=100, show_progress=False, log=None)
+    table = suite.verdict_table(res, "specter", ["reversed", "bm25"], n_resamples=100)  # no bm25 here: skipped
+    assert list(table["metric"]) == list(suite.HEADLINE_METRICS["csfcube"]) and set(table["vs"]) == {"reversed"}
+    assert (table["fold"] == "").all() and table["n"].tolist() == [50, 16, 17, 17]  # all, then per facet
+    one = suite.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], n_resamples=100).iloc[0]
+    assert table.iloc[0]["diff"] == pytest.approx(one["diff"]) and table.iloc[0]["ci_low"] == pytest.approx(one["ci_low"])
+    assert table.iloc[0]["verdict"] == "better"  # a ranking beats its reverse beyond noise
+    back = suite.verdict_table(res, "reversed", ["specter"], metrics={"csfcube": ["all/map"]}, n_resamples=100)
+    assert back["verdict"].tolist() == ["worse"]
+    folds = suite.verdict_table(res, "specter", ["reversed"], n_resamples=100, folds=["fold1_test", "fold2_test"])
+    assert folds.groupby("fold")["n"].first().to_dict() == {"fold1_test": 26, "fold2_test": 24}  # all/map
+    assert suite.verdict_table(res, "unifar-trained").empty  # no such system: no rows, same columns
+    assert list(suite.verdict_table(res, "unifar-trained").columns) == list(table.columns)
+
+    seeds = {"seed0": res, "seed1": suite.strip_timings(res)}
+    spread = suite.seed_spread(seeds, system="specter")
+    assert list(spread["metric"]) == list(suite.HEADLINE_METRICS["csfcube"])
+    row = spread.iloc[0]
+    assert row["seed0"] == row["seed1"] == row["mean"] == row["min"] == row["max"] and row["range"] == 0 and row["n_seeds"] == 2
+    with pytest.raises(KeyError, match="no system"):
+        suite.seed_spread(seeds, system="unifar-trained")

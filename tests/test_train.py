@@ -471,3 +471,55 @@ def test_train_top_layers_rejects_a_base_it_cannot_split(make_model):
     model.base.config.model_type = "mpnet"
     with pytest.raises(NotImplementedError, match="BERT-style"):
         model.base_layers()
+
+
+# ----------------------------------------------------------------------------- run summaries
+def test_summarize_log_on_a_real_run(make_model, tmp_path):
+    """The summary reads a run's log.jsonl: first/last records, window means, held-out records."""
+    from unifar.train import summarize_log
+
+    res = train(None, make_dataset(n_ftus=12), args_for(tmp_path, max_steps=4, eval_fraction=0.25, eval_every=2),
+                model=make_model(**small()))
+    log = read_log(res.output_dir)
+    s = summarize_log(log, window=50)
+    assert s["steps"] == res.steps == 4 and s["window"] == 2  # at most half the run
+    assert s["first"]["loss"] == pytest.approx(log[0]["loss"]) and s["last"] == {
+        t: pytest.approx(res.last_terms[t]) for t in ("loss", "l_dd", "l_qd", "l_kl")}
+    assert s["last_mean"]["l_kl"] == pytest.approx(np.mean([r["l_kl"] for r in log[-2:]]))
+    assert [h["step"] for h in s["held_out"]] == [2, 4]
+    assert s["held_out"][-1]["loss"] == pytest.approx(res.run_info["held_out"]["loss"])
+    with pytest.raises(ValueError, match="no records"):
+        summarize_log([])
+
+
+def test_facet_attention_stats_untrained_is_uniform(make_model):
+    """The identity-initialised model attends uniformly: entropy 1, gold mass = uniform's."""
+    from unifar.evaluate import facet_attention_stats
+
+    model = make_model()
+    docs = [_doc(i) for i in range(6)] + [_doc(9, labelled=False)]
+    enc = model.encode_documents(docs, show_progress=False)
+    stats = facet_attention_stats(model, docs, enc, reference=enc.embeddings)
+    assert stats["n_documents"] == len(docs)
+    assert stats["norm_entropy"] == pytest.approx(1.0, abs=1e-3)
+    assert stats["mass_on_gold"] == pytest.approx(stats["uniform_mass_on_gold"], abs=1e-3)
+    assert stats["cos_to_reference"] == pytest.approx(1.0, abs=1e-4)
+    # uniform attention over the title + n sentences puts 1 / (n + 1) on the title
+    want = np.mean([1 / (1 + len(d["sentences"])) for d in docs])
+    assert stats["title_mass"] == pytest.approx(want, abs=1e-3)
+    assert set(stats["mass_on_gold_by_facet"]) == set(FACETS)
+    # attention that sits on the labelled sentences: mass 1 on gold, entropy below 1
+    import dataclasses
+
+    fidx = {f: i for i, f in enumerate(FACETS)}
+    peaked = []
+    for d, A in zip(docs, enc.attention):
+        B = torch.zeros_like(A)
+        labs = [-1] + [fidx.get(lab, -1) if lab else -1 for lab in (d["labels"] or [])]
+        for f in range(len(FACETS)):
+            cols = [j for j, lab in enumerate(labs[: A.shape[1]]) if lab == f]
+            B[f, cols if cols else list(range(A.shape[1]))] = 1.0
+        peaked.append(B / B.sum(1, keepdim=True))
+    stats = facet_attention_stats(model, docs, dataclasses.replace(enc, attention=peaked))
+    assert stats["mass_on_gold"] == pytest.approx(1.0) and stats["norm_entropy"] < 0.9
+    assert "cos_to_reference" not in stats

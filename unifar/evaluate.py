@@ -40,6 +40,7 @@ __all__ = [
     "aggregate_csfcube",
     "csfcube_per_query",
     "csfcube_split_papers",
+    "facet_attention_stats",
     "evaluate_csfcube_rankings",
     "ranked_grades",
     "ranked_pool_names",
@@ -183,7 +184,8 @@ def csfcube_per_query(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, floa
     return {f: {q: csfcube_query_metrics(g) for q, g in per_q.items()} for f, per_q in grades.items()}
 
 
-def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev") -> tuple[list[dict], Callable[..., dict[str, float]]]:
+def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev",
+                         max_queries: int | None = None) -> tuple[list[dict], Callable[..., dict[str, float]]]:
     """The papers of one CSFCube split (its query papers and their candidate pools) and a scorer.
 
     Returns ``(docs, split_map)``: ``docs`` as ``{"id", "title", "sentences", "labels"}`` (labels
@@ -191,10 +193,19 @@ def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev") -> tuple[list[
     takes facet embeddings ``[len(docs), F, h]`` in that order (``c_emb`` for the candidates,
     default ``q_emb``), scores ``M(f, f)`` by dot product, and returns the split's MAP in percent
     per facet and ``all``. For dev-only analyses that encode only this split's papers.
+
+    ``max_queries`` keeps only the first ``max_queries`` query facets of each facet's split (and
+    the papers of their pools): a quick check whose MAP averages those queries only, not the
+    split's number.
     """
     from .data.csfcube import facet_of_label
 
+    if max_queries is not None and max_queries < 1:
+        raise ValueError(f"max_queries must be at least 1 (or None), got {max_queries}")
     ids = data.splits["all"][split]
+    if max_queries is not None:
+        kept = {i for f in FACETS for i in data.splits[f][split][:max_queries]}
+        ids = [i for i in ids if i in kept]
     pids = sorted({k.split("_")[0] for k in ids} | {c for k in ids for c in data.anns[k.split("_", 1)[1]][k.split("_")[0]][0]})
     row = {p: i for i, p in enumerate(pids)}
     docs = [{"id": p, "title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"],
@@ -202,6 +213,7 @@ def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev") -> tuple[list[
     # rank only this split's queries: the other queries' candidates were not encoded
     sub = type(data)(data.papers, {f: {q: v for q, v in data.anns[f].items() if f"{q}_{f}" in ids} for f in FACETS},
                      data.splits, data.queries, data.root)
+    scored = set(ids)
 
     def split_map(q_emb, c_emb=None) -> dict[str, float]:
         c_emb = q_emb if c_emb is None else c_emb
@@ -212,9 +224,68 @@ def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev") -> tuple[list[
 
         per = csfcube_per_query(rank_pools(score, sub), sub)
         keyed = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
-        return {t: round(100 * float(np.mean([keyed[i] for i in data.splits[t][split]])), 2) for t in CSFCUBE_FACETS}
+        return {t: round(100 * float(np.mean([keyed[i] for i in data.splits[t][split] if i in scored])), 2)
+                for t in CSFCUBE_FACETS}
 
     return docs, split_map
+
+
+def facet_attention_stats(model, docs: Sequence[Mapping], encoding, reference=None) -> dict:
+    """Where a facet model's attention goes on labelled documents, against uniform attention.
+
+    ``docs`` carry ``labels`` as facet names (None for no facet), as :func:`csfcube_split_papers`
+    gives them; ``encoding`` is ``model.encode_documents(docs)``; ``reference`` (optional) the
+    facet embeddings ``[N, F, h]`` of another model on the same documents (the untrained one).
+    Over the documents that took the sentence branch, with each facet's attention over the title
+    and the kept sentences renormalised:
+
+    * ``norm_entropy``: entropy divided by ``log(n)``, averaged over documents and facets (1.0 is
+      uniform attention, the identity-initialised model's);
+    * ``mass_on_gold``: the attention mass a facet puts on the sentences labelled with it,
+      averaged over (document, facet) pairs with such sentences; ``mass_on_gold_by_facet`` per
+      facet; ``uniform_mass_on_gold``: what uniform attention puts there (the same average of the
+      labelled share of the units); ``title_mass``: mass on the title (documents with one);
+    * ``cos_to_reference``: mean cosine between each facet embedding and the reference's;
+    * ``n_documents``: documents counted (sentence branch).
+    """
+    import torch.nn.functional as F
+
+    from .train import _unit_labels
+
+    facets = tuple(model.config.facets)
+    fidx = {f: i for i, f in enumerate(facets)}
+    items = model.tokenize_documents(docs)
+    ent: list[float] = []
+    title: list[float] = []
+    gold: dict[str, list[float]] = {f: [] for f in facets}
+    frac: list[float] = []
+    for doc, item, A, branch in zip(docs, items, encoding.attention, encoding.branch):
+        if branch != "sentence":
+            continue
+        lab = np.array(_unit_labels(doc, item, fidx) or [-1] * item.n_sentences)
+        A = A[:, : len(lab)].double().numpy()
+        A = A / A.sum(1, keepdims=True)
+        n = len(lab)
+        ent.append(float((-(A * np.log(A + 1e-12)).sum(1)).mean() / np.log(n)) if n > 1 else 1.0)
+        if (doc.get("title") or "").strip():
+            title.append(float(A[:, 0].mean()))
+        for f, name in enumerate(facets):
+            g = lab == f
+            if g.any():
+                gold[name].append(float(A[f, g].sum()))
+                frac.append(float(g.mean()))
+    pooled = [v for f in facets for v in gold[f]]
+    out = {
+        "n_documents": len(ent),
+        "norm_entropy": round(float(np.mean(ent)), 4) if ent else None,
+        "mass_on_gold": round(float(np.mean(pooled)), 4) if pooled else None,
+        "mass_on_gold_by_facet": {f: round(float(np.mean(v)), 4) if v else None for f, v in gold.items()},
+        "uniform_mass_on_gold": round(float(np.mean(frac)), 4) if frac else None,
+        "title_mass": round(float(np.mean(title)), 4) if title else None,
+    }
+    if reference is not None:
+        out["cos_to_reference"] = round(float(F.cosine_similarity(encoding.embeddings, reference, dim=-1).mean()), 4)
+    return out
 
 
 def aggregate_csfcube(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], data: CSFCube, split: str = "test") -> dict[str, dict[str, float]]:
@@ -249,6 +320,34 @@ def evaluate_csfcube_rankings(
     Per-query values: :func:`csfcube_per_query`.
     """
     return aggregate_csfcube(csfcube_per_query(ranked, data), data, split=split)
+
+
+def csfcube_frame(results: Mapping[str, Mapping[str, Mapping[str, float]]], source: str | None = None):
+    """A pandas table of CSFCube scores, one row per ranker, with the columns of the paper's
+    table 2 (``"background MAP"``, ``"background NDCG%20"``, ..., ``"aggregated NDCG%20"``, as in
+    :data:`unifar.paper.UNIFAR_TABLE2`), so measured and reported rows stack into one table.
+    ``results[ranker]`` is what :func:`evaluate_csfcube_rankings` returns; ``source`` (e.g.
+    "measured here, this run") becomes a second index level.
+
+    >>> scores = {f: {"map": 1.0, "ndcg%20": 2.0} for f in ("background", "method", "result", "all")}
+    >>> list(csfcube_frame({"bm25": scores}).loc["bm25"])
+    [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
+    >>> csfcube_frame({}, "none").shape
+    (0, 8)
+    """
+    import pandas as pd
+
+    names = {"background": "background", "method": "method", "result": "result", "all": "aggregated"}
+    rows = []
+    for ranker, per_facet in results.items():
+        row = {"ranker": ranker, **({"source": source} if source is not None else {})}
+        for facet, label in names.items():
+            row[f"{label} MAP"] = per_facet[facet]["map"]
+            row[f"{label} NDCG%20"] = per_facet[facet]["ndcg%20"]
+        rows.append(row)
+    columns = ["ranker", *(["source"] if source is not None else []),
+               *(f"{label} {m}" for label in names.values() for m in ("MAP", "NDCG%20"))]
+    return pd.DataFrame(rows, columns=columns).set_index(["ranker", "source"] if source is not None else "ranker")
 
 
 def unifar_score_fn(model, data: CSFCube, batch_size: int = 32, show_progress: bool = True, state_cache=None,

@@ -15,7 +15,8 @@ close together. This module holds its three ingredients and its evaluation:
 * :class:`SentenceEncoder` and :func:`finetune` -- a mean-pooled, L2-normalised sentence
   encoder on any base encoder, and its training loop (Adam, learning rate 2e-5, appendix B);
 * :func:`retrieval_scores` -- P@1 and MAP@R of leave-one-out sentence retrieval (section 4.1,
-  after Musgrave et al. 2020).
+  after Musgrave et al. 2020), and :func:`chance_retrieval_scores`, their expected values for
+  a random ranking (the floor a set's label proportions put under both).
 
 Where this reproduction departs from the paper, and why:
 
@@ -77,6 +78,7 @@ __all__ = [
     "encode_labels",
     "stratified_sample",
     "retrieval_scores",
+    "chance_retrieval_scores",
 ]
 
 #: Canonical loss names, in the order of section 3.3.
@@ -671,3 +673,42 @@ def retrieval_scores(
     )
     res = calc.get_accuracy(emb, y, emb, y, ref_includes_query=True)
     return {"p@1": float(res["precision_at_1"]), "map@r": float(res["mean_average_precision_at_r"])}
+
+
+def chance_retrieval_scores(labels: Sequence[Hashable]) -> dict[str, float]:
+    r"""Expected P@1 and MAP@R of :func:`retrieval_scores` when the references are ranked in a
+    uniformly random order: the chance level that a set's label proportions give both metrics.
+
+    A query whose label has ``n_c`` items has ``R = n_c - 1`` relevant among ``M = N - 1``
+    references. With :math:`H_R = \sum_{i \le R} 1/i`, the expectations over random rankings are
+
+    .. math::
+        \mathbb{E}[\mathrm{P@1}] = \frac{R}{M}, \qquad
+        \mathbb{E}[\mathrm{MAP@R}] = \frac{H_R}{M} + \frac{(R - 1)(R - H_R)}{M (M - 1)},
+
+    (from :math:`\mathbb{E}[r_i] = R/M` and :math:`\mathbb{E}[r_i r_j] = R(R-1)/(M(M-1))` for the
+    relevance indicators of ranks ``i != j``), averaged over the queries as
+    :func:`retrieval_scores` does, skipping labels with one item. For large sets they approach
+    :math:`\sum_c p_c^2` and :math:`\sum_c p_c^3` (``p_c`` the label proportions).
+
+    >>> chance_retrieval_scores(["a", "a", "b", "b"])  # R = 1, M = 3 for every query
+    {'p@1': 0.3333333333333333, 'map@r': 0.3333333333333333}
+    >>> chance_retrieval_scores(["a"] * 3)["map@r"]  # every reference relevant
+    1.0
+    >>> s = chance_retrieval_scores(["a"] * 600 + ["b"] * 400)
+    >>> round(s["p@1"], 3), round(s["map@r"], 2)  # near 0.6^2 + 0.4^2 and 0.6^3 + 0.4^3
+    (0.52, 0.28)
+    """
+    ids, _ = encode_labels(labels)
+    counts = torch.bincount(ids).double()
+    n = float(counts.sum())
+    counts = counts[counts >= 2]  # queries with R = 0 are skipped
+    if n < 2 or len(counts) == 0:
+        raise ValueError("need at least one label with two items")
+    R, M = counts - 1, n - 1
+    harmonic = torch.tensor([sum(1.0 / i for i in range(1, int(r) + 1)) for r in R.tolist()],
+                            dtype=torch.float64)
+    p1 = R / M
+    mapr = harmonic / M + ((R - 1) * (R - harmonic) / (M * (M - 1)) if M > 1 else 0.0)
+    weight = counts / counts.sum()
+    return {"p@1": float((weight * p1).sum()), "map@r": float((weight * mapr).sum())}

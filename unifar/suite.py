@@ -58,10 +58,14 @@ __all__ = [
     "git_commit",
     "is_unifar_checkpoint",
     "load_results",
+    "HEADLINE_METRICS",
     "load_unifar",
     "machine_info",
     "results_table",
     "save_results",
+    "seed_spread",
+    "strip_timings",
+    "verdict_table",
 ]
 
 FORMAT = "unifar-eval/1"
@@ -69,6 +73,14 @@ SYSTEMS = ("bm25", "mean", "facet-query", "unifar", "unifar-untrained")
 BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval", "doris_mae", "litsearch")
 DEFAULT_BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval")
 DORIS_LEVELS = ("query", "aspect", "subquery_2")
+#: the metrics systems are compared on, per benchmark (the first is the benchmark's headline);
+#: a benchmark not listed (DORIS-MAE levels, LitSearch) is compared on all its metrics
+HEADLINE_METRICS = {
+    "csfcube": ("all/map", "background/map", "method/map", "result/map"),
+    "cranfield": ("ndcg@10", "map"),
+    "pubmedqa": ("mrr@10",),
+    "scirepeval": ("ndcg@10",),
+}
 
 
 # ----------------------------------------------------------------------------- run facts
@@ -392,11 +404,17 @@ def share_frozen_base(retrievers: Sequence[Any], cache_dir: str | os.PathLike[st
     (``--train-top-layers k``) share the states entering those layers, and each model runs its own
     top layers on them. With ``cache_dir``, the cache starts from the states an earlier run saved
     there for the same base (:meth:`~unifar.model.TokenStateCache.on_disk`; chapter 1 saves
-    CSFCube's). Returns the cache, or None when nothing is shared."""
+    CSFCube's); then a single UniFAR model gets the on-disk cache too, so that evaluating another
+    model on the same frozen base (a second training seed) reads the states instead of running the
+    base again. Returns the cache, or None when nothing is shared."""
     from .model import TokenStateCache
     from .retrievers import UniFARRetriever
 
     models = [r for r in retrievers if isinstance(r, UniFARRetriever)]
+    if len(models) == 1 and cache_dir is not None:
+        cache = TokenStateCache.on_disk(models[0].model, cache_dir)
+        models[0].state_cache = cache
+        return cache
     if len(models) < 2:
         return None
     ref = models[0].model
@@ -561,7 +579,7 @@ def evaluate_all(
         facts = {"model": _public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}
 
     shared = share_frozen_base(retrievers, cache_dir)
-    if shared is not None:
+    if shared is not None and sum(getattr(r, "state_cache", None) is shared for r in retrievers) > 1:
         below = f"below their top {shared.top_layers} layer(s) " if shared.top_layers else ""
         say(f"unifar-trained and unifar-untrained share one frozen base {below}: each input is encoded once for both".replace("  ", " "))
     ranx_warmup = _warm_up_ranx() if any(lb.kind == "qdoc" for lb in loaded) else 0.0
@@ -601,8 +619,10 @@ def evaluate_all(
             say(f"{lb.name:<22} {r.name:<18} {res['seconds']['total']:>8.1f} s  "
                 + "  ".join(f"{m}={res['metrics'][m]:.2f}" for m in shown))
         results[lb.name] = entry
-        if shared is not None:
-            shared.states.clear()  # the next benchmark has other inputs
+        if shared is not None and shared.path is not None:
+            shared.save()  # on disk: keep every row for later benchmarks, models and chapters
+        elif shared is not None:
+            shared.states.clear()  # in memory only: the next benchmark has other inputs
 
     meta = {
         **facts,
@@ -640,6 +660,11 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+def _total_seconds(res: Mapping[str, Any]) -> float:
+    """A system's total seconds; NaN for a result saved without timings (:func:`strip_timings`)."""
+    return float(res.get("seconds", {}).get("total", float("nan")))
+
+
 def results_table(result: Mapping[str, Any], wide: bool = False, subsets: bool = False):
     """The result as a pandas DataFrame.
 
@@ -656,14 +681,14 @@ def results_table(result: Mapping[str, Any], wide: bool = False, subsets: bool =
             for metric, value in res["metrics"].items():
                 lo, hi = res["ci"].get(metric, [None, None])
                 rows.append({"benchmark": bench, "system": system, "label": res["label"], "metric": metric, "value": value,
-                             "ci_low": lo, "ci_high": hi, "n_queries": res["n_queries"], "seconds": res["seconds"]["total"]})
+                             "ci_low": lo, "ci_high": hi, "n_queries": res["n_queries"], "seconds": _total_seconds(res)})
             if subsets:
                 for sub, vals in res.get("subsets", {}).items():
                     for metric, value in vals["metrics"].items():
                         lo, hi = vals["ci"].get(metric, [None, None])
                         rows.append({"benchmark": bench, "system": system, "label": res["label"], "metric": f"{metric}[{sub}]",
                                      "value": value, "ci_low": lo, "ci_high": hi, "n_queries": vals["n"],
-                                     "seconds": res["seconds"]["total"]})
+                                     "seconds": _total_seconds(res)})
     df = pd.DataFrame(rows, columns=["benchmark", "system", "label", "metric", "value", "ci_low", "ci_high", "n_queries", "seconds"])
     if not wide:
         return df
@@ -693,7 +718,7 @@ def format_results(result: Mapping[str, Any], ci: bool = True) -> str:
                     cells.append(f"{f'{v:.2f} [{lo:.1f}, {hi:.1f}]':>{width}}")
                 else:
                     cells.append(f"{v:>{width}.2f}")
-            lines.append(f"{'':<20} {name:<18} " + " ".join(cells) + f" {res['n_queries']:>5} {res['seconds']['total']:>8.1f}")
+            lines.append(f"{'':<20} {name:<18} " + " ".join(cells) + f" {res['n_queries']:>5} {_total_seconds(res):>8.1f}")
         lines.append("")
     return "\n".join(lines).rstrip()
 
@@ -743,3 +768,113 @@ def compare_systems(result: Mapping[str, Any], benchmark: str, a: str, b: str, m
         rows.append({"metric": m, "a": mean_a, "b": mean_b, "diff": r.diff, "ci_low": r.low,
                      "ci_high": r.high, "flip": r.flip, "within_noise": r.within_noise, "n": r.n})
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- chapter helpers
+#: what :func:`strip_timings` drops from ``meta``: timings and the run's facts
+RUN_FACT_KEYS = ("load_seconds", "data_load_seconds", "ranx_warmup_seconds", "wall_seconds", "git", "machine",
+                 "date")
+
+
+def strip_timings(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result of :func:`evaluate_all` without what differs between two runs of the same
+    evaluation: every system's ``seconds`` and the ``meta`` timings, commit, machine and date
+    (:data:`RUN_FACT_KEYS`; a chapter's results file keeps those as its run facts). Metrics,
+    intervals, per-query values and the data's provenance stay; :func:`results_table`,
+    :func:`format_results` and :func:`compare_systems` accept the stripped result.
+
+    >>> r = {"format": FORMAT, "meta": {"model": "m", "wall_seconds": 3.0},
+    ...      "benchmarks": {"b": {"systems": {"s": {"metrics": {"map": 1.0}, "seconds": {"total": 2}}}}}}
+    >>> strip_timings(r)["meta"], strip_timings(r)["benchmarks"]["b"]["systems"]["s"]
+    ({'model': 'm'}, {'metrics': {'map': 1.0}})
+    """
+    import copy
+
+    out = copy.deepcopy(dict(result))
+    out["meta"] = {k: v for k, v in out.get("meta", {}).items() if k not in RUN_FACT_KEYS}
+    for entry in out.get("benchmarks", {}).values():
+        for res in entry.get("systems", {}).values():
+            res.pop("seconds", None)
+    return out
+
+
+def _verdict(diff: float, noise: bool) -> str:
+    return "within noise" if noise else ("better" if diff > 0 else "worse")
+
+
+def verdict_table(result: Mapping[str, Any], a: str = "unifar-trained",
+                  others: Sequence[str] = ("mean", "unifar-untrained", "bm25"),
+                  metrics: Mapping[str, Sequence[str] | None] | None = None, n_resamples: int = N_RESAMPLES,
+                  seed: int = 0, folds: Sequence[str] | None = None):
+    """The paired bootstrap (:func:`compare_systems`) of system ``a`` against each of ``others``
+    on every benchmark of ``result`` that has both, as one DataFrame with the columns
+    ``benchmark, fold, vs, metric, a, b, diff, ci_low, ci_high, flip, within_noise, n, verdict``
+    (percentage points; ``verdict`` is "better" or "worse" when the 95 % interval of the
+    difference excludes 0, else "within noise"; ``fold`` is "" for the whole benchmark).
+
+    ``metrics``: benchmark -> metrics compared (default :data:`HEADLINE_METRICS`; a benchmark
+    not listed, or listed as None, is compared on all its metrics). ``folds``: compare within
+    each named CSFCube fold (e.g. ``["fold1_test", "fold2_test"]``) instead of on the whole
+    benchmark; q-doc benchmarks are then left out. Benchmarks without ``a`` give no rows, and
+    ``others`` missing from a benchmark are skipped (BM25 is everywhere, facet-query CSFCube only).
+    """
+    import pandas as pd
+
+    metrics = HEADLINE_METRICS if metrics is None else metrics
+    columns = ["benchmark", "fold", "vs", "metric", "a", "b", "diff", "ci_low", "ci_high", "flip", "within_noise",
+               "n", "verdict"]
+    frames = []
+    for bench, entry in result["benchmarks"].items():
+        systems = entry["systems"]
+        if a not in systems or (folds is not None and entry.get("kind") != "csfcube"):
+            continue
+        for fold in folds if folds is not None else [None]:
+            for other in [o for o in others if o in systems and o != a]:
+                cmp = compare_systems(result, bench, a, other, metrics=metrics.get(bench), n_resamples=n_resamples,
+                                      seed=seed, fold=fold)
+                frames.append(cmp.assign(benchmark=bench, fold=fold or "", vs=other))
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(frames, ignore_index=True)
+    out["verdict"] = [_verdict(d, w) for d, w in zip(out["diff"], out["within_noise"])]
+    return out[columns]
+
+
+def seed_spread(results: Mapping[str, Mapping[str, Any]], system: str = "unifar-trained",
+                metrics: Mapping[str, Sequence[str] | None] | None = None):
+    """How much one system's metrics move between training seeds: ``results`` maps a label
+    (``"seed0"``) to a result of :func:`evaluate_all` (or anything with its ``benchmarks``) of
+    the model trained with that seed. One row per benchmark and metric (default
+    :data:`HEADLINE_METRICS`; benchmarks missing from a result are left out) with a column per
+    label, then ``mean, min, max, range`` (max - min) over the labels and ``n_seeds``.
+
+    >>> def run(v):
+    ...     return {"benchmarks": {"scirepeval": {"systems": {"unifar-trained": {"metrics": {"ndcg@10": v}}}}}}
+    >>> t = seed_spread({"seed0": run(60.0), "seed1": run(62.0), "seed2": run(64.0)})
+    >>> t[["benchmark", "metric", "seed1", "mean", "min", "max", "range", "n_seeds"]].to_dict("records")
+    [{'benchmark': 'scirepeval', 'metric': 'ndcg@10', 'seed1': 62.0, 'mean': 62.0, 'min': 60.0, 'max': 64.0, 'range': 4.0, 'n_seeds': 3}]
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not results:
+        raise ValueError("seed_spread needs at least one result")
+    metrics = HEADLINE_METRICS if metrics is None else metrics
+    labels = list(results)
+    benches = [b for b in next(iter(results.values()))["benchmarks"]
+               if all(b in r["benchmarks"] for r in results.values())]
+    rows = []
+    for bench in benches:
+        per_label = {}
+        for label, r in results.items():
+            systems = r["benchmarks"][bench]["systems"]
+            if system not in systems:
+                raise KeyError(f"{label}/{bench}: no system {system!r}; have {sorted(systems)}")
+            per_label[label] = systems[system]["metrics"]
+        wanted = metrics.get(bench) or list(per_label[labels[0]])
+        for m in wanted:
+            values = [float(per_label[label][m]) for label in labels]
+            rows.append({"benchmark": bench, "metric": m, **dict(zip(labels, values)), "mean": float(np.mean(values)),
+                         "min": min(values), "max": max(values), "range": max(values) - min(values),
+                         "n_seeds": len(values)})
+    return pd.DataFrame(rows, columns=["benchmark", "metric", *labels, "mean", "min", "max", "range", "n_seeds"])

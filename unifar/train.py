@@ -73,6 +73,7 @@ __all__ = [
     "epoch_shard",
     "latest_checkpoint",
     "read_log",
+    "summarize_log",
     "PAPER_PROFILE",
 ]
 
@@ -567,6 +568,38 @@ def read_log(path_or_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if p.is_dir():
         p = p / "log.jsonl"
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def summarize_log(records: Sequence[Mapping[str, Any]], window: int = 50,
+                  terms: Sequence[str] = ("loss", "l_dd", "l_qd", "l_kl")) -> dict[str, Any]:
+    """A run's loss curve in a few numbers: the first and last logged step's ``terms``, their
+    means over the first and last ``window`` steps (at most half the run each, so the two never
+    overlap), and every held-out record (``{"step", **terms}``).
+
+    >>> log = [{"step": i + 1, "loss": 2.0 - 0.1 * i} for i in range(10)]
+    >>> s = summarize_log(log, window=4, terms=("loss",))
+    >>> s["steps"], s["window"], s["first"], round(s["last_mean"]["loss"], 2)
+    (10, 4, {'loss': 2.0}, 1.25)
+    """
+    if not records:
+        raise ValueError("the log has no records")
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    w = max(1, min(window, len(records) // 2))
+
+    def mean(part: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        return {t: float(np.mean([r[t] for r in part])) for t in terms}
+
+    return {
+        "steps": int(records[-1].get("step", len(records))),
+        "window": w,
+        "first": {t: float(records[0][t]) for t in terms},
+        "last": {t: float(records[-1][t]) for t in terms},
+        "first_mean": mean(records[:w]),
+        "last_mean": mean(records[-w:]),
+        "held_out": [{"step": r.get("step"), **{t: float(r["eval"][t]) for t in terms if t in r["eval"]}}
+                     for r in records if r.get("eval")],
+    }
 
 
 # ================================================================================ distributed

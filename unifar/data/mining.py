@@ -81,6 +81,8 @@ __all__ = [
     "citation_triplets",
     "attribute_facets",
     "build_offline_ftus",
+    "sample_pool",
+    "whole_text",
 ]
 
 logger = logging.getLogger(__name__)
@@ -281,6 +283,11 @@ def facet_text(doc: Mapping[str, Any], facet: str) -> str:
 
 
 def whole_text(doc: Mapping[str, Any]) -> str:
+    """The text the mining encoder embeds: title and abstract joined by a space.
+
+    >>> whole_text({"title": "T", "sentences": ["A.", "B."]}), whole_text({"title": "", "sentences": ["A."]})
+    ('T A. B.', 'A.')
+    """
     return f"{doc.get('title') or ''} {' '.join(doc['sentences'])}".strip()
 
 
