@@ -29,7 +29,7 @@ for fixed facet queries the aggregation module's attention logit is linear in a 
 this is what a perfect fit of ``L_KL`` on those labels could give the module. Hard labels and
 probabilities (``w_f`` proportional to ``p(f | s)``) are both tried.
 
-    python benchmarks/attention_ceiling.py --skip-pubmedqa --probe artifacts/ftus/default \
+    python benchmarks/attention_ceiling.py --skip-pubmedqa --probe artifacts/ftus/full \
         --out results/ch05/attention_ceiling_probe.json
 
 Mean pooling of the base encoder (all tokens, the chapter-5 baseline) is measured in the same
@@ -58,11 +58,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--out", default="results/ch05/attention_ceiling.json")
     ap.add_argument("--labeller", default=None, metavar="DIR",
-                    help="also attend by this sentence labeller's predicted facets (chapter 2's: artifacts/ch02/labeller)")
+                    help="also attend by this sentence labeller's predicted facets (chapter 2's full profile: artifacts/ch02/full/labeller)")
     ap.add_argument("--skip-pubmedqa", action="store_true", help="CSFCube fold1_dev only")
     ap.add_argument("--probe", default=None, metavar="FTU_DIR",
                     help="also attend by a linear probe on the frozen sentence states, fitted to the human sentence "
-                         "labels of this FTU folder's documents (artifacts/ftus/default)")
+                         "labels of this FTU folder's documents (artifacts/ftus/full)")
     ap.add_argument("--probe-sources", nargs="+", default=None, metavar="SOURCE",
                     help="FTU document sources whose labels the probe learns (default: the human-labelled ones)")
     ap.add_argument("--probe-docs", type=int, default=2000, help="human-labelled FTU documents the probe sees at most")

@@ -11,7 +11,7 @@ candidate papers, with CSFCube's own sentence labels:
 * ``cos_to_untrained``: mean cosine between a facet embedding and the untrained model's;
 * ``fold1_dev_map``: aggregated and per-facet MAP.
 
-    python benchmarks/attention_stats.py artifacts/ch04/unifar-minilm/final --out results/ch04/attention_stats.json
+    python benchmarks/attention_stats.py artifacts/ch04/full/seed0/final --out results/ch04/attention_stats.json
 """
 
 from __future__ import annotations

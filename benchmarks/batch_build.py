@@ -4,7 +4,7 @@ micro-batch and indexing them (:func:`unifar.train.build_ftu_batch`), per optimi
 Training with a trainable base does this at every step on the CPU, whatever the accelerator, so
 it bounds the step time from below. Chapter 4, section 4.8 compares it with the H200's step.
 
-    python benchmarks/batch_build.py --ftus artifacts/ftus/default --steps 20 --json results/ch04/batch_build_cpu.json
+    python benchmarks/batch_build.py --ftus artifacts/ftus/full --steps 20 --json results/ch04/batch_build_cpu.json
 
 Prints one line and writes JSON (seconds per step of ``batch_size x grad_accumulation`` FTUs,
 median and mean, documents and questions per step, machine, git commit).
@@ -21,7 +21,7 @@ import numpy as np
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ftus", default="artifacts/ftus/default")
+    ap.add_argument("--ftus", default="artifacts/ftus/full")
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps timed (default 20)")
     ap.add_argument("--json", default=None)

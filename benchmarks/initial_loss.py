@@ -7,7 +7,7 @@ fixed values, w/o MHA_tok) and reports the mean loss terms, computed exactly as 
 held-out loss (``unifar.train._held_out_loss``: eval mode, batches of ``config.batch_size``,
 in-batch negatives). Compare folders mined with different signals:
 
-    python benchmarks/initial_loss.py --ftus default=artifacts/ftus/default \\
+    python benchmarks/initial_loss.py --ftus default=artifacts/ftus/full \\
         facet-bm25=artifacts/ftus/facet_bm25 --out results/ch04/initial_loss.json
 
 Prints a table and writes JSON (with each folder's manifest command, the git commit and the machine).

@@ -7,7 +7,7 @@ configuration) on **L_KL alone**, with AdamW, over labelled documents of an FTU 
 the L_KL of held-out documents of the same folder before and after, for a few learning rates and
 both key initialisations (``init_key_identity``).
 
-    python benchmarks/kl_fit.py --ftus artifacts/ftus/default --out results/ch04/kl_fit.json
+    python benchmarks/kl_fit.py --ftus artifacts/ftus/full --out results/ch04/kl_fit.json
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ftus", default="artifacts/ftus/default")
+    ap.add_argument("--ftus", default="artifacts/ftus/full")
     ap.add_argument("--n-docs", type=int, default=384, help="labelled documents: the first 320 train, the rest are held out")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=16)

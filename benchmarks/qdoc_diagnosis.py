@@ -7,7 +7,7 @@ same base (U), then scores every pairing: T questions x T documents, T x U, U x 
 questions and documents, how similar the facet embeddings of one question are to each other, and
 one question's token attention.
 
-    python benchmarks/qdoc_diagnosis.py --model artifacts/ch04/unifar-minilm/final --out results/ch05/qdoc_diagnosis.json
+    python benchmarks/qdoc_diagnosis.py --model artifacts/ch04/full/seed0/final --out results/ch05/qdoc_diagnosis.json
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="artifacts/ch04/unifar-minilm/final")
+    ap.add_argument("--model", default="artifacts/ch04/full/seed0/final")
     ap.add_argument("--pubmedqa", default="data/pubmedqa_pqal")
     ap.add_argument("--out", default="results/ch05/qdoc_diagnosis.json")
     args = ap.parse_args(argv)

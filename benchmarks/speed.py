@@ -18,8 +18,8 @@ timed run (so a bf16 run that hurts retrieval shows up). Peak memory: CUDA's max
 Each stage is printed and, with ``--json``, written as soon as it is measured (``"complete": false``
 until the end), so a run stopped for time keeps what it measured.
 
-    python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/default
-    python benchmarks/speed.py --model minilm --device cpu --n-docs 64 --train-ftus artifacts/ftus/default \
+    python benchmarks/speed.py --model minilm --device cpu --n-docs 256 --train-ftus artifacts/ftus/full
+    python benchmarks/speed.py --model minilm --device cpu --n-docs 64 --train-ftus artifacts/ftus/full \
         --train-modes frozen top --train-steps 8 --json results/ch04/speed_top_layer.json
     python benchmarks/speed.py --model minilm --device cuda --precision fp32 bf16 --evaluate --train-ftus DIR
 """

@@ -18,7 +18,7 @@ folder (a seeded split; the other 15 % are held out) and measures, per variant:
 Every variant shares one cache of base token states (the base is frozen), so the base encoder
 runs once per input for the whole sweep.
 
-    python benchmarks/tune_dev.py --ftus artifacts/ftus/default --out results/ch04/tuning_dev.json
+    python benchmarks/tune_dev.py --ftus artifacts/ftus/full --out results/ch04/tuning_dev.json
     python benchmarks/tune_dev.py --hold-out-prefix pubmedqa: --mean-pooling --untrained '{}' \
         --grid '{"whole base": {"freeze_base": false, "epochs": 1, "seed": 0}}' --out OUT.json   # a GPU's rows
 
@@ -49,7 +49,7 @@ DEFAULT_GRID = {
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ftus", default="artifacts/ftus/default")
+    ap.add_argument("--ftus", default="artifacts/ftus/full")
     ap.add_argument("--pubmedqa", default="data/pubmedqa_pqal", help="PubMedQA folder (its train half is used)")
     ap.add_argument("--untrained", default=None, help="JSON {name: config overrides}: untrained rows "
                     "(default: the identity-initialised model, with and without MHA_tok)")

@@ -29,7 +29,7 @@ from typing import Any
 from . import paper
 from .files import REPO
 
-__all__ = ["STATUSES", "SummaryRow", "reproduction_summary", "summary_frame"]
+__all__ = ["STATUSES", "SummaryRow", "reproduction_summary", "summary_frame", "summary_section"]
 
 STATUSES = ("reproduced exactly", "reproduced", "within noise", "differs", "not runnable offline", "not run yet")
 
@@ -83,7 +83,7 @@ def _specter_rows(data_dir: Path) -> list[SummaryRow]:
     return rows
 
 
-def _csfcube_rows(ch01: Mapping[str, Any] | None, ch05: Mapping[str, Any] | None) -> list[SummaryRow]:
+def _csfcube_rows(ch01: Mapping[str, Any] | None) -> list[SummaryRow]:
     rows: list[SummaryRow] = []
     t2 = paper.UNIFAR_TABLE2
     agg = ("aggregated MAP", "aggregated NDCG%20")
@@ -106,16 +106,6 @@ def _csfcube_rows(ch01: Mapping[str, Any] | None, ch05: Mapping[str, Any] | None
         rows.append(SummaryRow("table 2 (CSFCube)", system, "aggregated MAP", t2.value(system, "aggregated MAP"), None,
                                "not measured", "not runnable offline",
                                "FLeW is planned as a chapter of its own" if system.startswith("FLeW") else NO_WEIGHTS))
-    if ch05 is not None:
-        cs = ch05["benchmarks"].get("csfcube", {}).get("systems", {})
-        for name, label in (("mean", "MiniLM mean pooling (base of UniFAR-MiniLM)"),
-                            ("unifar-trained", "UniFAR-MiniLM, trained on the offline FTUs (frozen base)")):
-            if name in cs:
-                for col in agg:
-                    metric = f"all/{key[col]}"
-                    rows.append(SummaryRow("table 2 (CSFCube)", label, col, None, cs[name]["metrics"][metric],
-                                           "chapter 5, full profile (chapter 4's model, seed 0)", "differs",
-                                           "not a row of the paper: the book's own system, for the gain below"))
     return rows
 
 
@@ -188,7 +178,7 @@ def reproduction_summary(results_dir: str | Path | None = None, data_dir: str | 
     root = Path(results_dir) if results_dir is not None else REPO / "results"
     cube = Path(data_dir) if data_dir is not None else REPO / "data" / "csfcube"
     ch01, ch03, ch05 = _full("ch01", "csfcube", root), _full("ch03", "ftus", root), _full("ch05", "evaluation", root)
-    return (_specter_rows(cube) + _csfcube_rows(ch01, ch05) + _gain_rows(ch05) + _table1_rows() + _table8_rows()
+    return (_specter_rows(cube) + _csfcube_rows(ch01) + _gain_rows(ch05) + _table1_rows() + _table8_rows()
             + _table3_rows() + _appendix_b_rows(ch03))
 
 
@@ -197,3 +187,25 @@ def summary_frame(rows: list[SummaryRow]):
     import pandas as pd
 
     return pd.DataFrame([asdict(r) for r in rows])
+
+
+def summary_section(rows: list[SummaryRow], table_prefix: str) -> tuple[Any, str]:
+    """One section of the summary page: a compact table (system, metric -> reported, measured,
+    status; "-" where nothing is measured or reported) and the notes that explain it, one line
+    per system as markdown (what was measured, and why the status)."""
+    import pandas as pd
+
+    part = [r for r in rows if r.table.startswith(table_prefix)]
+    frame = pd.DataFrame([{"system": r.system, "metric": r.metric, "reported": r.reported,
+                           "measured": r.measured, "status": r.status} for r in part])
+    frame[["reported", "measured"]] = frame[["reported", "measured"]].astype(float).round(2)
+    frame = frame.set_index(["system", "metric"]).astype(object).where(lambda t: t.notna(), "-")
+    seen: dict[tuple[str, str, str], list[SummaryRow]] = {}
+    for r in part:
+        seen.setdefault((r.system, r.measured_as, r.why), []).append(r)
+    several = {system for system, _, _ in seen if sum(k[0] == system for k in seen) > 1}
+    lines = []
+    for (system, measured_as, why), group in seen.items():
+        label = f"{system} ({', '.join(r.metric for r in group)})" if system in several else system
+        lines.append(f"* **{label}**: {measured_as}; {why}.")
+    return frame, "\n".join(lines)

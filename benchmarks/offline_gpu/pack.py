@@ -54,7 +54,7 @@ def used_token_ids(tokenizer, ftus: str) -> torch.Tensor:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ftus", default="artifacts/ftus/default")
+    ap.add_argument("--ftus", default="artifacts/ftus/full")
     ap.add_argument("--check-docs", type=int, default=300, help="CSFCube abstracts of the check (default 300)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
             shutil.copy(src / f, PAYLOAD / name / f)
     save_file(out, PAYLOAD / "minilm" / "packed.safetensors")
     with tarfile.open(PAYLOAD / "ftus.tar.xz", "w:xz") as tf:
-        tf.add(args.ftus, arcname="artifacts/ftus/default")
+        tf.add(args.ftus, arcname="artifacts/ftus/full")
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
                     "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64", "-d", str(PAYLOAD / "whl"),
                     *WHEELS], check=True)
