@@ -90,6 +90,9 @@ def table(record: dict) -> str:
         if name.startswith("notebooks"):
             for nb, ns in record["notebooks"].items():
                 lines.append(f"  {Path(nb).stem:<46} {mmss(ns):>7}")
+    if record["notebooks"] and not any(name.startswith("notebooks") for name in record["steps"]):
+        for nb, ns in record["notebooks"].items():  # a run that stopped inside the notebook step
+            lines.append(f"  {Path(nb).stem:<46} {mmss(ns):>7}")
     lines.append(f"{'total':<48} {mmss(record['total_s']):>7}")
     lines.append(f"({record['status']}; commit {str(record['commit'])[:10]}{' +changes' if record['dirty'] else ''}; "
                  f"{record['machine']['cpu_count']} CPUs, {record['machine']['cpu_model']})")
@@ -108,7 +111,9 @@ def main() -> None:
     status = git("status", "--porcelain", "--untracked-files=no")
     record = {
         "status": args.status,
-        "total_s": round(sum(steps.values()), 1),
+        # a run that stopped inside the notebook step has no "notebooks" step: count them
+        "total_s": round(sum(steps.values()) + (0 if any(k.startswith("notebooks") for k in steps)
+                                                 else sum(notebooks.values())), 1),
         "steps": steps,
         "notebooks": notebooks,
         "budget_s": BUDGET_S,

@@ -172,3 +172,19 @@ def test_lock_pins_every_pyproject_dependency_within_its_range(pyproject_require
                if not req.specifier.contains(pins[name], prereleases=True)}
     assert not outside, f"lock pins outside pyproject's ranges (range, pin): {outside}"
     assert str(pins["torch"]).startswith("2.13.0"), "the CPU torch of the stored outputs"
+
+
+def test_nbval_sanitiser_hides_pandas_styler_ids():
+    """pandas' Styler names each HTML table after a random uuid (T_69971): a re-executed chapter
+    must compare equal with its stored output, and the table's content must still be compared."""
+    nbval_plugin = pytest.importorskip("nbval.plugin")
+    patterns = nbval_plugin.get_sanitize_patterns((ROOT / ".ci" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+
+    def sanitise(text: str) -> str:
+        for regex, rep in patterns:
+            text = re.sub(regex, rep, text)
+        return text
+
+    html = '<style>#T_25638_row0_col0 {color: red}</style><table id="T_25638"><td id="T_25638_row0_col0">41.68</td>'
+    assert sanitise(html) == sanitise(html.replace("25638", "69971"))
+    assert sanitise(html) != sanitise(html.replace("41.68", "41.69"))
