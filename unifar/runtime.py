@@ -1,0 +1,121 @@
+"""Where and how a run executes: the device it uses, and the facts recorded beside every result
+(commit, machine, date, duration, peak memory).
+
+Training (``run.json``), evaluation (``results.json``), the chapters' results files, the CLI and
+the benchmarks all record the same facts through :func:`run_facts`, so a number can always be
+traced to the code and the machine that produced it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported only when a run uses it (the CSFCube CLI is torch-free)
+    import torch
+
+__all__ = ["REPO", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
+
+#: the repository holding the package (the commit recorded with results is this tree's)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pick_device(device: "str | torch.device | None" = None) -> "torch.device":
+    """``device`` if given, else CUDA when present, else CPU.
+
+    A bare ``cuda`` gets the current GPU's index: ``torch.cuda.set_device`` refuses a device
+    without one, and ``torch.device("cuda") != torch.device("cuda:0")`` in comparisons.
+
+    >>> pick_device("cpu")
+    device(type='cpu')
+    """
+    import torch
+
+    d = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
+def git_commit(repo: str | os.PathLike[str] = REPO) -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of ``repo`` (``dirty``: tracked files
+    differ from the commit)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    sha = git("rev-parse", "HEAD")
+    if sha is None:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": sha, "dirty": bool(status) if status is not None else None}
+
+
+def machine_facts(device: "torch.device | None" = None, world_size: int | None = None) -> dict[str, Any]:
+    """The machine a result was measured on: CPU model and count, platform, Python, and the
+    torch / transformers versions and threads when the run imported them; the device and the
+    number of ranks when given."""
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cpu_model": cpu or platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                    cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
+        info["transformers"] = transformers.__version__
+    if device is not None:
+        info["device"] = str(device)
+    if world_size is not None:
+        info["world_size"] = world_size
+    return info
+
+
+def peak_memory(device: "torch.device | None" = None) -> dict[str, Any]:
+    """Peak memory of this process: CUDA's max allocated bytes on a GPU, else the max RSS."""
+    if device is not None and device.type == "cuda":
+        import torch
+
+        return {"kind": "cuda_max_memory_allocated", "bytes": int(torch.cuda.max_memory_allocated(device))}
+    try:
+        import resource
+
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
+        return {"kind": "max_rss", "bytes": int(kb) * (1 if sys.platform == "darwin" else 1024)}
+    except ImportError:  # pragma: no cover - Windows
+        return {"kind": "unavailable", "bytes": None}
+
+
+def run_facts(started: float | None = None, device: "torch.device | None" = None,
+              world_size: int | None = None) -> dict[str, Any]:
+    """Commit (and whether the tree had uncommitted changes), machine, UTC date and, given the
+    ``time.perf_counter()`` of the start, the duration in seconds."""
+    facts: dict[str, Any] = {
+        **git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "machine": machine_facts(device, world_size),
+    }
+    if started is not None:
+        facts["duration_s"] = round(time.perf_counter() - started, 1)
+    return facts
