@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from unifar import UniFAR, UniFARConfig
     from unifar.baselines import MeanPoolingEncoder
-    from unifar.data.csfcube import FACETS, load_csfcube
-    from unifar.data.pubmedqa import load_pubmedqa
+    from unifar.datasets.csfcube import FACETS, load_csfcube
+    from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.evaluate import csfcube_split_papers
     from unifar.files import write_json
     from unifar.model import sentence_states
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     labeller_info = None
     if args.labeller:
-        from unifar.data.labeller import FacetLabeller
+        from unifar.construction.labeller import FacetLabeller
 
         labeller = FacetLabeller.load(args.labeller, device="cpu")
         predicted = labeller.label_documents(docs)
@@ -229,7 +229,7 @@ def probe_rows(args, states, docs_dev, S_dev, labs_dev, facet_embeddings, dev_ma
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
 
-    from unifar.data.ftu import load_ftus
+    from unifar.construction.ftu import load_ftus
 
     sources = tuple(args.probe_sources or HUMAN_LABELLED_SOURCES)
     rng = np.random.default_rng(0)

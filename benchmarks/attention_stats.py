@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch.nn.functional as F
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.csfcube import FACETS, load_csfcube
+    from unifar.datasets.csfcube import FACETS, load_csfcube
     from unifar.evaluate import csfcube_split_papers
     from unifar.files import write_json
     from unifar.model import TokenStateCache

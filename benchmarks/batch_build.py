@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.ftu import load_ftus
+    from unifar.construction.ftu import load_ftus
     from unifar.suite import git_commit, machine_info
     from unifar.train import build_ftu_batch
 

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.ftu import load_ftus
+    from unifar.construction.ftu import load_ftus
     from unifar.files import write_json
     from unifar.suite import git_commit, machine_info
     from unifar.train import TrainArgs, _held_out_loss

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.ftu import load_ftus
+    from unifar.construction.ftu import load_ftus
     from unifar.files import write_json
     from unifar.losses import kl_attention_loss
     from unifar.suite import git_commit, machine_info

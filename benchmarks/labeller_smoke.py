@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> dict:
     from sklearn.model_selection import GroupKFold
 
     from unifar.cli import _machine
-    from unifar.data.corpora import load_csabstruct
-    from unifar.data.labeller import FACETS, FacetLabeller, csabstruct_training_documents, facet_scores
-    from unifar.data.leakage import forbidden_from_repo_data
+    from unifar.datasets.corpora import load_csabstruct
+    from unifar.construction.labeller import FACETS, FacetLabeller, csabstruct_training_documents, facet_scores
+    from unifar.construction.leakage import forbidden_from_repo_data
     from unifar.rhetoric import SentenceEncoder, finetune, retrieval_scores
 
     t_all = time.perf_counter()

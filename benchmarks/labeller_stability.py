@@ -2,7 +2,7 @@
 
 Chapter 2 picks the facet labeller's ``C`` on CSAbstruct dev. CI once picked another ``C`` than
 the committed run, on the same data. This script shows why: it fits the linear head of
-:class:`unifar.data.labeller.FacetLabeller` on chapter 2's labeller sample (base MiniLM, default
+:class:`unifar.construction.labeller.FacetLabeller` on chapter 2's labeller sample (base MiniLM, default
 profile: 1,500 CSAbstruct train sentences, 'other' dropped; dev: 200 sentences), once on the
 embeddings as they are and ``--trials - 1`` times with Gaussian noise of ``--noise`` added (the
 size of the differences between two CPUs' BLAS), for each ``C`` and L-BFGS tolerance. It reports
@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="results/ch02/labeller_stability.json")
     args = ap.parse_args(argv)
 
-    from unifar.data.corpora import load_csabstruct
-    from unifar.data.labeller import FACETS, FacetLabeller, csabstruct_training_documents, facet_scores
-    from unifar.data.leakage import forbidden_from_repo_data
+    from unifar.datasets.corpora import load_csabstruct
+    from unifar.construction.labeller import FACETS, FacetLabeller, csabstruct_training_documents, facet_scores
+    from unifar.construction.leakage import forbidden_from_repo_data
     from unifar.files import write_json
     from unifar.rhetoric import SentenceEncoder, stratified_sample
     from unifar.suite import git_commit, machine_info

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.pubmedqa import load_pubmedqa
+    from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.model import TokenStateCache
     from unifar.scoring import qdoc_scores
     from unifar.files import write_json

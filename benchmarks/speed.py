@@ -54,7 +54,7 @@ def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) 
     import tempfile
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.ftu import FTUDataset, load_ftus
+    from unifar.construction.ftu import FTUDataset, load_ftus
     from unifar.model import TokenStateCache
     from unifar.train import TrainArgs, train
 
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from unifar import UniFAR, UniFARConfig
     from unifar.baselines import MeanPoolingEncoder, document_text
-    from unifar.data.csfcube import FACETS, load_csfcube
+    from unifar.datasets.csfcube import FACETS, load_csfcube
     from unifar.model import pick_device
 
     device = pick_device(args.device)

@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.data.csfcube import FACETS, load_csfcube
-    from unifar.data.ftu import FTUDataset, load_ftus
-    from unifar.data.pubmedqa import load_pubmedqa
+    from unifar.datasets.csfcube import FACETS, load_csfcube
+    from unifar.construction.ftu import FTUDataset, load_ftus
+    from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.evaluate import aggregate_csfcube, csfcube_per_query, rank_pools, unifar_score_fn
     from unifar.model import TokenStateCache
     from unifar.retrievers import UniFARRetriever

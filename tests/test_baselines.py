@@ -9,7 +9,7 @@ import torch
 
 from unifar.baselines import (BM25Scorer, MeanPoolingEncoder, bm25_score_fn, document_text, facet_query_text,
                               hybrid_score_fn)
-from unifar.data.csfcube import CSFCube, load_csfcube
+from unifar.datasets.csfcube import CSFCube, load_csfcube
 from unifar.evaluate import rank_pools
 
 

@@ -39,7 +39,7 @@ def allowed_values() -> set[str]:
     """Numbers reported by the papers and the defaults of the library's configurations."""
     from unifar import paper
     from unifar.config import UniFARConfig
-    from unifar.data.mining import MiningConfig
+    from unifar.construction.mining import MiningConfig
     from unifar.train import TrainArgs
 
     out = set(paper.all_reported_numbers())

@@ -10,11 +10,11 @@ from pathlib import Path
 import datasets
 import pytest
 
-from unifar.data import citation_intents as ci
-from unifar.data import corpora, external
-from unifar.data.pubmedqa import SECTION_TO_FACET, load_pubmedqa, section_facet
-from unifar.data.readers import data_root
-from unifar.data.schema import (
+from unifar.datasets import citation_intents as ci
+from unifar.datasets import corpora, external
+from unifar.datasets.pubmedqa import SECTION_TO_FACET, load_pubmedqa, section_facet
+from unifar.datasets.readers import data_root
+from unifar.datasets.schema import (
     DOCUMENT_FEATURES,
     INTENT_FEATURES,
     QUESTION_FEATURES,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from unifar.data.csfcube import FACETS, CSFCube, default_data_dir, load_csfcube, read_abstracts
+from unifar.datasets.csfcube import FACETS, CSFCube, default_data_dir, load_csfcube, read_abstracts
 from unifar.evaluate import (
     aggregate_csfcube,
     csfcube_per_query,

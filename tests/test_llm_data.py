@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from unifar.data.ftu import (
+from unifar.construction.ftu import (
     FTU,
     SCHEMA_VERSION,
     FTUDataset,
@@ -25,8 +25,8 @@ from unifar.data.ftu import (
     read_triplets,
     write_ftus,
 )
-from unifar.data.labelling import LabelParseError, LLMLabeller, SentenceLabeller, parse_labels, parse_labels_detailed
-from unifar.data.leakage import (
+from unifar.construction.labelling import LabelParseError, LLMLabeller, SentenceLabeller, parse_labels, parse_labels_detailed
+from unifar.construction.leakage import (
     ForbiddenSet,
     LeakageError,
     check_no_leakage,
@@ -34,8 +34,8 @@ from unifar.data.leakage import (
     forbidden_from_repo_data,
     normalise_text,
 )
-from unifar.data.llm import CachedClient, FakeClient, LLMClient, LLMError, OpenAICompatibleClient
-from unifar.data.prompts import (
+from unifar.construction.llm import CachedClient, FakeClient, LLMClient, LLMError, OpenAICompatibleClient
+from unifar.construction.prompts import (
     FACET_REQUIREMENTS,
     LABELLING_SYSTEM,
     LABELLING_USER,
@@ -44,7 +44,7 @@ from unifar.data.prompts import (
     labelling_messages,
     question_messages,
 )
-from unifar.data.questions import (
+from unifar.construction.questions import (
     ICropQuestionGenerator,
     LLMQuestionGenerator,
     Question,
@@ -306,7 +306,7 @@ def test_openai_client_missing_key_and_unreachable(monkeypatch):
 def test_transformers_client_on_a_tiny_local_model(tmp_path, tokenizer):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from unifar.data.llm import TransformersClient
+    from unifar.construction.llm import TransformersClient
 
     model_dir = tmp_path / "tiny-gpt2"
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=16, n_layer=1, n_head=2)).save_pretrained(model_dir)
@@ -512,7 +512,7 @@ def test_merge_scirepeval_sample_triplets():
     assert referenced <= set(docs) and len(referenced) == 596
     assert all(d["labels"] is None and isinstance(d["sentences"], list) for d in docs.values())
     # The same triplets through the corpus loader (facet-less rows, facet given to the merge).
-    corpora = pytest.importorskip("unifar.data.corpora")
+    corpora = pytest.importorskip("unifar.datasets.corpora")
     corpus = corpora.load_scirepeval_triplets(path)
     merged = merge_triplets(corpus.triplets, facet="method")
     assert [f.to_dict() for f in merged] == [f.to_dict() for f in ftus]
@@ -595,7 +595,7 @@ def repo_forbidden() -> ForbiddenSet:
 
 
 def test_leakage_guard_catches_a_planted_csfcube_title(tmp_path, repo_forbidden):
-    from unifar.data.csfcube import load_csfcube
+    from unifar.datasets.csfcube import load_csfcube
 
     cube = load_csfcube(check_texts=False)
     forbidden = repo_forbidden
@@ -650,7 +650,7 @@ def test_forbidden_from_repo_data_covers_what_is_present(repo_forbidden):
         assert normalise_text("what similarity laws must be obeyed when constructing aeroelastic models of "
                               "heated high speed aircraft .") in fs.texts
     if (REPO / "data" / "scirepeval_samples").is_dir():
-        from unifar.data.corpora import load_scirepeval_search, split_scirepeval_search
+        from unifar.datasets.corpora import load_scirepeval_search, split_scirepeval_search
 
         halves = {p: split_scirepeval_search(load_scirepeval_search(), p) for p in ("train", "test")}
         test_q = halves["test"].questions[0]["text"]

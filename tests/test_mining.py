@@ -1,4 +1,4 @@
-"""The offline FTU construction (unifar.data.mining): signals on toy documents, the whole build on
+"""The offline FTU construction (unifar.construction.mining): signals on toy documents, the whole build on
 the repository's data with a cheap hashing encoder, and the leakage guard on what it writes."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import re
 import pytest
 import torch
 
-from unifar.data.ftu import load_ftus, write_ftus
-from unifar.data.leakage import check_no_leakage, forbidden_from_repo_data
-from unifar.data.mining import (
+from unifar.construction.ftu import load_ftus, write_ftus
+from unifar.construction.leakage import check_no_leakage, forbidden_from_repo_data
+from unifar.construction.mining import (
     MiningConfig,
     attribute_facets,
     build_offline_ftus,
@@ -148,8 +148,8 @@ def test_written_training_files_pass_the_leakage_guard(small_build, tmp_path):
 
 
 def test_leakage_guard_catches_a_planted_csfcube_paper(small_build, tmp_path):
-    from unifar.data.csfcube import load_csfcube
-    from unifar.data.leakage import LeakageError
+    from unifar.datasets.csfcube import load_csfcube
+    from unifar.construction.leakage import LeakageError
 
     cube = load_csfcube("data/csfcube", check_texts=False)
     pid, paper = next(iter(cube.papers.items()))

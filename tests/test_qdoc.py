@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from unifar.data import external
-from unifar.data.corpora import load_scirepeval_search, split_scirepeval_search
-from unifar.data.schema import QDocBenchmark, questions_to_dataset, to_dataset
+from unifar.datasets import external
+from unifar.datasets.corpora import load_scirepeval_search, split_scirepeval_search
+from unifar.datasets.schema import QDocBenchmark, questions_to_dataset, to_dataset
 from unifar.qdoc import (
     CRANFIELD,
     DORIS_MAE,

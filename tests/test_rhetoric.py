@@ -1,5 +1,5 @@
 """SciToricsBERT-style rhetoric embeddings (unifar.rhetoric) and the offline facet labeller
-(unifar.data.labeller), on a tiny BERT built in code."""
+(unifar.construction.labeller), on a tiny BERT built in code."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from unifar.data.labeller import (
+from unifar.construction.labeller import (
     FACETS,
     FacetLabeller,
     csabstruct_training_documents,
     drop_leaking_documents,
 )
-from unifar.data.labelling import SentenceLabeller
-from unifar.data.leakage import ForbiddenSet
+from unifar.construction.labelling import SentenceLabeller
+from unifar.construction.leakage import ForbiddenSet
 from unifar.rhetoric import (
     LOSS_NAMES,
     PKBatchSampler,
@@ -435,7 +435,7 @@ def test_leakage_exclusion_removes_exactly_the_overlapping_abstracts():
 
 @pytest.mark.skipif(not (DATA / "csabstruct" / "train.jsonl").exists(), reason="CSAbstruct not in data/")
 def test_csabstruct_csfcube_overlap_is_32_abstracts():
-    from unifar.data.leakage import forbidden_from_repo_data
+    from unifar.construction.leakage import forbidden_from_repo_data
 
     fs = forbidden_from_repo_data(include=("csfcube",))
     kept, report = csabstruct_training_documents(("train", "dev", "test"), forbidden=fs)
@@ -497,7 +497,7 @@ def test_stratified_sample_keeps_proportions_and_is_seeded():
 def test_facet_scores_report_cohens_kappa():
     from sklearn.metrics import cohen_kappa_score
 
-    from unifar.data.labeller import facet_scores
+    from unifar.construction.labeller import facet_scores
 
     gold = ["background", "method", "result", "method", "background", "result"]
     assert facet_scores(gold, gold)["cohen_kappa"] == pytest.approx(1.0)

@@ -11,7 +11,7 @@ import torch
 
 from unifar import suite
 from unifar.bootstrap import bootstrap_ci, paired_bootstrap, within_noise
-from unifar.data.csfcube import default_data_dir
+from unifar.datasets.csfcube import default_data_dir
 from unifar.evaluate import read_ranked_pools
 from unifar.retrievers import BM25Retriever, Retriever, UniFARRetriever
 
@@ -163,7 +163,7 @@ class ReversedSpecter(SpecterOrder):
 
 def test_compare_systems_on_one_csfcube_fold():
     """fold1_dev is fold2_test, so a comparison can be restricted to the untouched fold1_test."""
-    from unifar.data.csfcube import load_csfcube
+    from unifar.datasets.csfcube import load_csfcube
 
     cube = load_csfcube()
     assert set(cube.splits["all"]["fold1_dev"]) == set(cube.splits["all"]["fold2_test"])
@@ -296,7 +296,7 @@ def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_m
 
 def test_csfcube_split_papers_scores_like_the_whole_collection():
     """Encoding only one split's papers gives each of its queries the MAP it has in the full run."""
-    from unifar.data.csfcube import FACETS, load_csfcube
+    from unifar.datasets.csfcube import FACETS, load_csfcube
     from unifar.evaluate import csfcube_per_query, csfcube_split_papers, rank_pools
 
     cube = load_csfcube()

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from unifar import UniFAR, UniFARConfig
-from unifar.data.ftu import FTU, FTUDataset, load_ftus, write_ftus
-from unifar.data.questions import Question
+from unifar.construction.ftu import FTU, FTUDataset, load_ftus, write_ftus
+from unifar.construction.questions import Question
 from unifar.train import (
     TrainArgs,
     TrainingDiverged,

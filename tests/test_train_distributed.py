@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from unifar import UniFARConfig
-from unifar.data.ftu import write_ftus
+from unifar.construction.ftu import write_ftus
 from unifar.train import read_log
 
 from .conftest import tiny_bert

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data.csfcube import FACETS, LABEL_TO_FACET, CSFCube
+from .datasets.csfcube import FACETS, LABEL_TO_FACET, CSFCube
 from .files import atomic_file
 
 __all__ = [
@@ -119,7 +119,7 @@ def facet_bm25_score_fn(data: CSFCube, stem: bool = True):
     sentences of each candidate (both restricted; IDF over the collection's facet texts).
 
     This is the weak, facet-specific signal the offline FTUs are mined with
-    (:mod:`unifar.data.mining`); scoring it on CSFCube fold1_dev tells how facet-specific it is.
+    (:mod:`unifar.construction.mining`); scoring it on CSFCube fold1_dev tells how facet-specific it is.
     Candidates without a sentence of the facet score 0.
     """
     pids = data.pool_pids()
@@ -138,7 +138,7 @@ def hybrid_score_fn(dense_fn, lexical_fn, weight: float):
     (:func:`unifar.scoring.zscore_fusion`).
 
     With a mean-pooling ``dense_fn`` and :func:`facet_bm25_score_fn` as ``lexical_fn`` this is the
-    teacher of the ``hybrid`` mining signal (:mod:`unifar.data.mining`), checked on fold1_dev in
+    teacher of the ``hybrid`` mining signal (:mod:`unifar.construction.mining`), checked on fold1_dev in
     chapter 3. There the pool is the query's dense neighbourhood instead of CSFCube's annotated pool.
     """
     from .scoring import zscore_fusion

@@ -134,7 +134,7 @@ def _score_fn(args: argparse.Namespace, data: Any, method: str):
 
 
 def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, dict[str, float]]:
-    from .data.csfcube import load_csfcube
+    from .datasets.csfcube import load_csfcube
     from .evaluate import evaluate_csfcube_rankings, rank_pools, read_ranked_pools, write_ranked_pools
 
     given = [f"--{k.replace('_', '-')}" for k in _ALL_ONLY if getattr(args, k, None) is not None]
@@ -241,7 +241,7 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 def _add_train_parser(sub: Any) -> None:
     """``unifar train``: see :mod:`unifar.train` (also for the torchrun launch)."""
     tr = sub.add_parser("train", help="train UniFAR on an FTU folder (section 4.2, appendix A)")
-    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.data.ftu.write_ftus")
+    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.construction.ftu.write_ftus")
     tr.add_argument("--output", required=True, metavar="DIR", help="run folder: checkpoints/, log.jsonl, run.json, final/")
     tr.add_argument("--config", metavar="JSON", help="UniFARConfig JSON file (default: the built-in defaults)")
     tr.add_argument("--profile", choices=["default", "paper"], default="default",
@@ -312,7 +312,7 @@ def _train_args(args: argparse.Namespace) -> Any:
 
 
 def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    from .data.ftu import load_ftus
+    from .construction.ftu import load_ftus
     from .train import TrainingDiverged, train
 
     config = _train_config(args)

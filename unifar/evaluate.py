@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data.csfcube import FACETS, CSFCube
+from .datasets.csfcube import FACETS, CSFCube
 from .metrics import csfcube_query_metrics, fold_mean
 
 __all__ = [
@@ -198,7 +198,7 @@ def csfcube_split_papers(data: CSFCube, split: str = "fold1_dev",
     the papers of their pools): a quick check whose MAP averages those queries only, not the
     split's number.
     """
-    from .data.csfcube import facet_of_label
+    from .datasets.csfcube import facet_of_label
 
     if max_queries is not None and max_queries < 1:
         raise ValueError(f"max_queries must be at least 1 (or None), got {max_queries}")

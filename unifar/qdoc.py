@@ -10,7 +10,7 @@ aggregates are in percent.
 
 * **Cranfield** (:data:`CRANFIELD`): the 225 questions against all 1,400 abstracts, ranked in
   full. MAP, nDCG@10 (graded, 4 = complete answer ... 1 = minimal interest, see
-  :data:`unifar.data.corpora.CRANFIELD_GRADES`; the undocumented -1 judgements are dropped by
+  :data:`unifar.datasets.corpora.CRANFIELD_GRADES`; the undocumented -1 judgements are dropped by
   the loader), R@5, R@20. Binary metrics: relevant = grade >= 1, i.e. every judged document
   (the loader's ``relevance_threshold``), as ``trec_eval`` counts any positive grade.
 * **PubMedQA** (:data:`PUBMEDQA`): the 500 official test questions (``test_ground_truth.json``)
@@ -19,7 +19,7 @@ aggregates are in percent.
   the answer's wording). MRR@10, R@1, R@5, R@20 on the top 20.
 * **SciRepEval search** (:data:`SCIREPEVAL_SEARCH`): each question reranks its 10 candidates
   (click grades 0/1/2); nDCG@10 (graded) over the test half of
-  :func:`unifar.data.corpora.split_scirepeval_search` (``all`` on request).
+  :func:`unifar.datasets.corpora.split_scirepeval_search` (``all`` on request).
 * **DORIS-MAE** (:data:`DORIS_MAE`): ranking within each query's candidate pool (the four
   over-long abstracts left out of the pools, kept in the qrels, as the official code);
   relevant = normalised score >= 1.0; R@5, R-Precision, MAP; averaged over the queries with at
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .data.schema import QDocBenchmark
+from .datasets.schema import QDocBenchmark
 from .metrics import ranx_per_query
 
 __all__ = [

@@ -138,9 +138,9 @@ def _file_facts(paths: Sequence[Path], max_bytes: int = 64 << 20) -> dict[str, s
 class LoadedBenchmark:
     """A benchmark ready to evaluate: its data, protocol and provenance.
 
-    ``kind`` is ``"qdoc"`` (``data`` a :class:`unifar.data.schema.QDocBenchmark`, ``protocol`` a
+    ``kind`` is ``"qdoc"`` (``data`` a :class:`unifar.datasets.schema.QDocBenchmark`, ``protocol`` a
     :class:`unifar.qdoc.QDocProtocol`) or ``"csfcube"`` (``data`` a
-    :class:`unifar.data.csfcube.CSFCube`, ``protocol`` the split name). ``collection`` names
+    :class:`unifar.datasets.csfcube.CSFCube`, ``protocol`` the split name). ``collection`` names
     the document collection; benchmarks sharing it (DORIS-MAE levels) share the encoded index.
     """
 
@@ -166,7 +166,7 @@ def _qdoc_info(bench, path: Any, files: Sequence[Path], **extra: Any) -> dict[st
 
 
 def _load_csfcube(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.csfcube import FACETS, load_csfcube
+    from .datasets.csfcube import FACETS, load_csfcube
 
     data = load_csfcube(opts.get("csfcube_dir"))
     root = Path(data.root) if data.root else None
@@ -182,8 +182,8 @@ def _load_csfcube(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_cranfield(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.corpora import load_cranfield
-    from .data.readers import resolve_dir
+    from .datasets.corpora import load_cranfield
+    from .datasets.readers import resolve_dir
     from .qdoc import CRANFIELD
 
     root = resolve_dir(opts.get("cranfield_dir"), "cranfield")
@@ -193,8 +193,8 @@ def _load_cranfield(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_pubmedqa(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.pubmedqa import load_pubmedqa
-    from .data.readers import resolve_dir
+    from .datasets.pubmedqa import load_pubmedqa
+    from .datasets.readers import resolve_dir
     from .qdoc import PUBMEDQA
 
     root = resolve_dir(opts.get("pubmedqa_dir"), "pubmedqa_pqal")
@@ -204,7 +204,7 @@ def _load_pubmedqa(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
         raise ValueError(f"{root}: no official test questions (test_ground_truth.json missing?)")
     questions = full.questions.select(rows)
     qids = list(questions["qid"])
-    from .data.schema import QDocBenchmark
+    from .datasets.schema import QDocBenchmark
 
     bench = QDocBenchmark(
         name="pubmedqa", documents=full.documents, questions=questions, qrels={q: full.qrels[q] for q in qids},
@@ -216,8 +216,8 @@ def _load_pubmedqa(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_scirepeval(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.corpora import load_scirepeval_search, split_scirepeval_search
-    from .data.readers import resolve_dir
+    from .datasets.corpora import load_scirepeval_search, split_scirepeval_search
+    from .datasets.readers import resolve_dir
     from .qdoc import SCIREPEVAL_SEARCH
 
     part = opts.get("scirepeval_part", "test")
@@ -229,7 +229,7 @@ def _load_scirepeval(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_doris_mae(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.external import load_doris_mae
+    from .datasets.external import load_doris_mae
     from .qdoc import DORIS_MAE
 
     path = opts.get("doris_mae")
@@ -245,7 +245,7 @@ def _load_doris_mae(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_litsearch(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from .data.external import load_litsearch
+    from .datasets.external import load_litsearch
     from .qdoc import LITSEARCH
 
     path = opts.get("litsearch")
@@ -491,7 +491,7 @@ def _qdoc_system(retriever, lb: LoadedBenchmark, cache: dict, n_resamples: int, 
 def _warm_up_ranx() -> float:
     """Import ranx and compile its numba code once, so that per-system timings exclude it."""
     from .qdoc import evaluate_ranking, QDocProtocol
-    from .data.schema import QDocBenchmark, questions_to_dataset, to_dataset
+    from .datasets.schema import QDocBenchmark, questions_to_dataset, to_dataset
 
     t0 = time.perf_counter()
     docs = to_dataset([{"id": "d", "title": "", "sentences": ["x"], "source": "warm-up"}])

@@ -34,7 +34,7 @@ TOKENIZER_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "sp
 
 def used_token_ids(tokenizer, ftus: str) -> torch.Tensor:
     """Every token id of the texts the GPU rows read, the special tokens and the facet words."""
-    from unifar.data.csfcube import load_csfcube
+    from unifar.datasets.csfcube import load_csfcube
 
     texts = ["background method result"]
     for line in open(f"{ftus}/documents.jsonl"):
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     size = sum(f.stat().st_size for f in PAYLOAD.rglob("*") if f.is_file())
 
     from unifar.baselines import MeanPoolingEncoder, document_text
-    from unifar.data.csfcube import load_csfcube
+    from unifar.datasets.csfcube import load_csfcube
     from unifar.suite import git_commit, machine_info
 
     cube = load_csfcube("data/csfcube")

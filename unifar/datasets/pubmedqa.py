@@ -20,8 +20,8 @@ from pathlib import Path
 
 from datasets import List, Value
 
-from unifar.data.readers import read_json, require, resolve_dir
-from unifar.data.schema import (
+from unifar.datasets.readers import read_json, require, resolve_dir
+from unifar.datasets.schema import (
     QDocBenchmark,
     make_document,
     make_question,

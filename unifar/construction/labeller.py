@@ -1,4 +1,4 @@
-"""The offline sentence facet labeller: a :class:`~unifar.data.labelling.SentenceLabeller`
+"""The offline sentence facet labeller: a :class:`~unifar.construction.labelling.SentenceLabeller`
 trained on CSAbstruct's human sentence roles, the stand-in for the paper's LLM labeller.
 
 A sentence is embedded by a :class:`~unifar.rhetoric.SentenceEncoder` (a plain base encoder with
@@ -11,7 +11,7 @@ then classified by a head:
   broken by the summed similarity).
 
 Classes are the three facets, mapped from CSAbstruct's labels as CSFCube does
-(:data:`~unifar.data.corpora.CSABSTRUCT_TO_FACET`): background and objective -> background,
+(:data:`~unifar.datasets.corpora.CSABSTRUCT_TO_FACET`): background and objective -> background,
 method -> method, result -> result; ``other`` sentences are left out of training and of
 evaluation. The labeller predicts a facet for every sentence (never ``None``) unless
 ``min_confidence`` is set, below which it answers ``None``.
@@ -19,8 +19,8 @@ evaluation. The labeller predicts a facet for every sentence (never ``None``) un
 **Leakage.** 32 CSAbstruct abstracts are CSFCube papers (CSAbstruct was drawn from the same
 Semantic Scholar pool): 21 in ``train``, 8 in ``dev``, 3 in ``test``. CSFCube is an evaluation
 benchmark, so they must not train the labeller (the leakage rule: no evaluation document or question enters training data).
-:func:`csabstruct_training_documents` finds them with :func:`unifar.data.leakage.find_leaks`
-against :func:`~unifar.data.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
+:func:`csabstruct_training_documents` finds them with :func:`unifar.construction.leakage.find_leaks`
+against :func:`~unifar.construction.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
 no S2 ids, so they are caught by their text: the whole normalised abstract equal to a CSFCube
 abstract, or at least two shared long sentences) and drops them; the dropped ids are kept in
 the labeller's metadata and saved with it.
@@ -40,7 +40,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ..rhetoric import SentenceEncoder
-from .corpora import load_csabstruct
+from ..datasets.corpora import load_csabstruct
 from .leakage import ForbiddenSet, LeakageReport, find_leaks, forbidden_from_repo_data
 
 __all__ = [
@@ -65,7 +65,7 @@ FORMAT_VERSION = 1
 def drop_leaking_documents(
     docs: Sequence[Mapping[str, Any]], forbidden: ForbiddenSet
 ) -> tuple[list[Mapping[str, Any]], LeakageReport]:
-    """The documents that do not leak (:func:`~unifar.data.leakage.find_leaks`), in order, and
+    """The documents that do not leak (:func:`~unifar.construction.leakage.find_leaks`), in order, and
     the report of those that do."""
     docs = list(docs)
     report = find_leaks(docs, forbidden)
@@ -80,7 +80,7 @@ def csabstruct_training_documents(
     forbidden: ForbiddenSet | None = None,
 ) -> tuple[list[dict[str, Any]], LeakageReport]:
     """CSAbstruct documents of ``splits`` without the CSFCube papers (and any other evaluation
-    material of ``forbidden``, default :func:`~unifar.data.leakage.forbidden_from_repo_data`).
+    material of ``forbidden``, default :func:`~unifar.construction.leakage.forbidden_from_repo_data`).
 
     Returns the kept documents and the leakage report (``report.hits`` names the dropped ids:
     21 of ``train`` with the repository's data)."""
@@ -365,7 +365,7 @@ class FacetLabeller:
         return preds
 
     def label_documents(self, docs: Sequence[Mapping[str, Any]]) -> list[list[str | None]]:
-        """:class:`~unifar.data.labelling.SentenceLabeller`: one facet per sentence of each
+        """:class:`~unifar.construction.labelling.SentenceLabeller`: one facet per sentence of each
         document's ``sentences`` (all documents' sentences encoded in one pass)."""
         flat: list[str] = []
         sizes: list[int] = []

@@ -216,7 +216,7 @@ def check_no_leakage(
     raise_on_leak: bool = True,
     min_shared_sentences: int = 2,
 ) -> LeakageReport:
-    """Check an FTU folder (path) or a loaded :class:`~unifar.data.ftu.FTUDataset`: every
+    """Check an FTU folder (path) or a loaded :class:`~unifar.construction.ftu.FTUDataset`: every
     document and every question. Raises :class:`LeakageError` on any hit unless
     ``raise_on_leak`` is False."""
     from .ftu import FTUDataset, load_ftus
@@ -302,7 +302,7 @@ def _add_cranfield(fs: ForbiddenSet, folder: Path) -> None:
 
 
 def _add_scirepeval_search_test(fs: ForbiddenSet, folder: Path) -> None:
-    from .corpora import load_scirepeval_search, split_scirepeval_search
+    from ..datasets.corpora import load_scirepeval_search, split_scirepeval_search
 
     test = split_scirepeval_search(load_scirepeval_search(folder), "test")
     for q in test.questions:
@@ -326,11 +326,11 @@ def forbidden_from_repo_data(
     conclusion). Cranfield (``data/cranfield``: ``docs.jsonl``/``queries.jsonl`` or the raw
     ``cran.all.1400``/``cran.qry``) contributes ``cranfield:<n>`` ids, titles, abstracts and
     the 225 questions. The SciRepEval search sample (``data/scirepeval_samples``) contributes its
-    *test half* (:func:`~unifar.data.corpora.split_scirepeval_search`): the questions and the
+    *test half* (:func:`~unifar.datasets.corpora.split_scirepeval_search`): the questions and the
     candidate papers as ``s2:<id>``, titles and abstracts. A missing PubMedQA, Cranfield or
     SciRepEval folder is skipped unless ``require_all``.
     """
-    from .csfcube import load_csfcube
+    from ..datasets.csfcube import load_csfcube
 
     root = Path(data_dir) if data_dir is not None else _default_data_root()
     include = set(include)

@@ -38,8 +38,8 @@ from typing import Any, Iterable, Mapping
 import datasets
 from datasets import Value
 
-from unifar.data.readers import read_json
-from unifar.data.schema import (
+from unifar.datasets.readers import read_json
+from unifar.datasets.schema import (
     QDocBenchmark,
     make_document,
     make_question,

@@ -17,7 +17,7 @@ dict, higher grade = more relevant. A **citation-intent** record is
 
 Bundles (:class:`QDocBenchmark`, :class:`TripletCorpus`) carry several datasets and a
 ``stats`` dict of counts, including what a loader skipped (skips are also logged as warnings
-on the ``unifar.data`` logger, naming the file).
+on the ``unifar.datasets`` logger, naming the file).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import datasets
 from datasets import Features, List, Value
 
-from unifar.data.csfcube import FACETS
+from unifar.datasets.csfcube import FACETS
 
 __all__ = [
     "FACETS",
@@ -50,7 +50,7 @@ __all__ = [
     "warn_skipped",
 ]
 
-logger = logging.getLogger("unifar.data")
+logger = logging.getLogger("unifar.datasets")
 
 DOCUMENT_FEATURES = Features(
     {

@@ -1,5 +1,5 @@
 """Loaders for the offline document corpora, returning ``datasets.Dataset`` in the common schema
-(:mod:`unifar.data.schema`).
+(:mod:`unifar.datasets.schema`).
 
 Each loader takes a path (default: the repository's ``data/<folder>``) and also reads the full
 upstream files in the same format. Facet mappings, one line of reason each:
@@ -13,8 +13,8 @@ upstream files in the same format. Facet mappings, one line of reason each:
 * Cranfield, SciRepEval: no sentence labels (``labels`` is ``None``).
 
 Malformed input raises ``ValueError`` naming ``file:line``. PubMedQA lives in
-:mod:`unifar.data.pubmedqa`, citation intents in :mod:`unifar.data.citation_intents`, the
-downloadable DORIS-MAE and LitSearch in :mod:`unifar.data.external`.
+:mod:`unifar.datasets.pubmedqa`, citation intents in :mod:`unifar.datasets.citation_intents`, the
+downloadable DORIS-MAE and LitSearch in :mod:`unifar.datasets.external`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any, Iterator
 import datasets
 from datasets import List, Value
 
-from unifar.data.csfcube import LABEL_TO_FACET, load_csfcube
-from unifar.data.readers import SPLITS, find_file, iter_jsonl, read_json, require, resolve_dir
-from unifar.data.readers import splits as _splits
-from unifar.data.schema import (
+from unifar.datasets.csfcube import LABEL_TO_FACET, load_csfcube
+from unifar.datasets.readers import SPLITS, find_file, iter_jsonl, read_json, require, resolve_dir
+from unifar.datasets.readers import splits as _splits
+from unifar.datasets.schema import (
     QDocBenchmark,
     TripletCorpus,
     make_document,

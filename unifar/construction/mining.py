@@ -12,7 +12,7 @@ Documents (ids are namespaced by source; evaluation material is dropped by the l
 * ``pubmedqa:<pmid>``: the PubMedQA PQA-L *training half*, section-name labels. Field
   ``biomedicine``.
 * ``s2:<corpus id>``: papers of the SciRepEval citation triplets and of the *train half* of the
-  SciRepEval search sample (:func:`unifar.data.corpora.split_scirepeval_search`); they have no
+  SciRepEval search sample (:func:`unifar.datasets.corpora.split_scirepeval_search`); they have no
   sentence labels, so the offline labeller labels them (``labels_origin = "labeller"``).
 
 Facet positives and negatives (per query document d and facet f with facet-f sentences):
@@ -49,7 +49,7 @@ Pools keep fields apart: ``cs`` (CSAbstruct, S2 papers) and ``biomed`` (PubMedQA
 Questions: real questions where we have them (``pubmedqa``: a training-half question for its
 own abstract; ``scirepeval-search``: the search query), each attached to the facet whose
 sentences of its document are closest to it (dense cosine; our rule, the data has no facet);
-independent cropping (:class:`~unifar.data.questions.ICropQuestionGenerator`, origin ``icrop``)
+independent cropping (:class:`~unifar.construction.questions.ICropQuestionGenerator`, origin ``icrop``)
 for every other facet that has positives.
 """
 
@@ -65,7 +65,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .csfcube import FACETS
+from ..datasets.csfcube import FACETS
 from .ftu import FTU, Triplet, merge_triplets
 from .questions import ICropQuestionGenerator, Question
 
@@ -188,8 +188,8 @@ def load_training_documents(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Documents of the offline training sources ``{id: doc}`` and a report (counts per source,
     documents dropped by the leakage guard). ``forbidden``: a
-    :class:`~unifar.data.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
-    from . import corpora, pubmedqa
+    :class:`~unifar.construction.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
+    from ..datasets import corpora, pubmedqa
     from .leakage import find_leaks, forbidden_from_repo_data
 
     root = Path(data_dir) if data_dir is not None else None
@@ -304,7 +304,7 @@ def mine_facet_triplets(
 ) -> list[Triplet]:
     """Facet triplets over one pool ``ids`` with ``config.signal`` (``facet-bm25`` or ``hybrid``,
     module docstring); ``query_ids`` (default all) are the query documents. Returns
-    :class:`~unifar.data.ftu.Triplet` records (each positive paired with each negative)."""
+    :class:`~unifar.construction.ftu.Triplet` records (each positive paired with each negative)."""
     from ..baselines import BM25Scorer
     from ..scoring import zscore_fusion
 
@@ -470,9 +470,9 @@ def build_offline_ftus(
     used for topical neighbours and facet attribution, and, with ``config.signal == "hybrid"``,
     as the dense half of the teacher score that picks positives.
     ``labeller``: anything with ``label_documents(docs)`` (the offline
-    :class:`~unifar.data.labeller.FacetLabeller` or the table-6 :class:`~unifar.data.labelling.LLMLabeller`).
+    :class:`~unifar.construction.labeller.FacetLabeller` or the table-6 :class:`~unifar.construction.labelling.LLMLabeller`).
     ``questions``: the generator for facets without a real question (default: independent
-    cropping; :class:`~unifar.data.questions.LLMQuestionGenerator` for the paper's table 5).
+    cropping; :class:`~unifar.construction.questions.LLMQuestionGenerator` for the paper's table 5).
     """
     config = config or MiningConfig()
     docs, report = load_training_documents(config.sources, data_dir, forbidden)

@@ -160,8 +160,8 @@ def clean_question(text: str) -> str:
 
 
 class LLMQuestionGenerator:
-    """Table-5 questions through any :class:`~unifar.data.llm.LLMClient` (wrap it in
-    :class:`~unifar.data.llm.CachedClient` to resume interrupted runs). ``counts`` tallies
+    """Table-5 questions through any :class:`~unifar.construction.llm.LLMClient` (wrap it in
+    :class:`~unifar.construction.llm.CachedClient` to resume interrupted runs). ``counts`` tallies
     generated, out-of-range and empty answers."""
 
     def __init__(

@@ -34,9 +34,9 @@ from typing import Any
 import datasets
 from datasets import Value
 
-from unifar.data.readers import SPLITS, iter_jsonl, read_json, resolve_dir
-from unifar.data.readers import splits as _splits
-from unifar.data.schema import intents_to_dataset, make_intent
+from unifar.datasets.readers import SPLITS, iter_jsonl, read_json, resolve_dir
+from unifar.datasets.readers import splits as _splits
+from unifar.datasets.schema import intents_to_dataset, make_intent
 
 __all__ = [
     "SCICITE_TO_FACET",

@@ -41,9 +41,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..files import atomic_dir, sha256_file
 from ..text import split_sentences
-from .csfcube import FACETS
+from ..datasets.csfcube import FACETS
 from .questions import Question, QuestionGenerator
-from .schema import make_document
+from ..datasets.schema import make_document
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -240,7 +240,7 @@ def merge_triplets(triplets: Iterable[Triplet | Mapping[str, Any]], facet: str |
 
     Triplets are :class:`Triplet` objects or mappings ``{"query_id", "pos_id", "neg_id",
     "facet"}``; ``facet`` is used for mappings without one (e.g. the rows of
-    :func:`unifar.data.corpora.load_scirepeval_triplets`).
+    :func:`unifar.datasets.corpora.load_scirepeval_triplets`).
 
     >>> ftus = merge_triplets([Triplet("q", "a", "x", "method"), Triplet("q", "b", "x", "method"),
     ...                        Triplet("q", "a", "y", "result"), Triplet("r", "c", "z", "background")])
@@ -334,7 +334,7 @@ _DOC_KEYS = ("id", "title", "sentences", "labels", "source", "field")
 
 
 def validate_document(rec: Any, where: str = "document") -> dict[str, Any]:
-    """Check one document against the common schema (:func:`unifar.data.schema.make_document`:
+    """Check one document against the common schema (:func:`unifar.datasets.schema.make_document`:
     ``{"id", "title", "sentences", "labels", "source", "field"}`` plus extras) and return it.
     Every problem is a ``ValueError`` whose message starts with ``where``."""
     if not isinstance(rec, Mapping):

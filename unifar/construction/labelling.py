@@ -300,9 +300,9 @@ def parse_labels(text: str, sentences: Sequence[str]) -> list[str | None]:
 
 # ----- the LLM labeller -------------------------------------------------------------------------
 class LLMLabeller:
-    """Label sentences with the table-6 prompt through any :class:`~unifar.data.llm.LLMClient`.
+    """Label sentences with the table-6 prompt through any :class:`~unifar.construction.llm.LLMClient`.
 
-    Wrap the client in :class:`~unifar.data.llm.CachedClient` to make runs resumable. An answer
+    Wrap the client in :class:`~unifar.construction.llm.CachedClient` to make runs resumable. An answer
     with no usable JSON labels the whole document ``None`` (counted, not raised). After
     :meth:`label_documents`, ``summary`` holds the counts of documents, sentences, sentences left
     ``None`` and unparsable answers.

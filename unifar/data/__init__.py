@@ -1,1 +1,0 @@
-"""Corpus and benchmark loaders (CSFCube, ...), returning plain dataclasses and dicts."""
