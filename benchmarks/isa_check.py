@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".ci"))
 from toc_notebooks import toc_notebooks  # noqa: E402
 
-from unifar.book import run_facts  # noqa: E402
+from unifar.runtime import run_facts  # noqa: E402
 
 OTHER_ISA = {"ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default"}
 

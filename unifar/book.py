@@ -21,12 +21,8 @@ are written in markdown as ``{glue:text}`name:.2f```; the book never types a mea
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import platform
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -35,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import REPO, atomic_file
+from .runtime import run_facts
 
 __all__ = [
     "Chapter",
@@ -43,8 +40,6 @@ __all__ = [
     "glue",
     "glue_dict",
     "load_results",
-    "machine_facts",
-    "run_facts",
     "same_results",
     "setup_chapter",
 ]
@@ -52,56 +47,6 @@ __all__ = [
 FORMAT = "unifar-chapter-results/1"
 #: the profiles a chapter may offer (each chapter offers ``default`` and ``smoke`` at least)
 PROFILE_NAMES = ("smoke", "default", "full", "paper")
-
-
-# ----------------------------------------------------------------------------- run facts
-def machine_facts() -> dict[str, Any]:
-    """The machine a result was measured on: CPU model and count, platform, Python, and the
-    torch / transformers versions and threads when the run imported them."""
-    cpu = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info: dict[str, Any] = {
-        "cpu_model": cpu or platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
-                    cuda=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
-    transformers = sys.modules.get("transformers")
-    if transformers is not None:
-        info["transformers"] = transformers.__version__
-    return info
-
-
-def run_facts(started: float | None = None) -> dict[str, Any]:
-    """Commit (and whether the tree had uncommitted changes), machine, UTC date and, given the
-    ``time.perf_counter()`` of the start, the duration in seconds."""
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
-            return out.stdout.strip() if out.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
-    facts: dict[str, Any] = {
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(status) if status is not None else None,
-        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "machine": machine_facts(),
-    }
-    if started is not None:
-        facts["duration_s"] = round(time.perf_counter() - started, 1)
-    return facts
 
 
 # ----------------------------------------------------------------------------- results files

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .files import REPO
+
 if TYPE_CHECKING:  # torch is imported only when a run uses it (the CSFCube CLI is torch-free)
     import torch
 
-__all__ = ["REPO", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
+__all__ = ["pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
 
-#: the repository holding the package (the commit recorded with results is this tree's)
-REPO = Path(__file__).resolve().parents[1]
 
 
 def pick_device(device: "str | torch.device | None" = None) -> "torch.device":
