@@ -9,6 +9,7 @@ functions the chapters use, gives identical results records.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -93,3 +94,38 @@ def test_a_full_record_is_reproduced_exactly_on_a_cpu(chapter, make_model, tmp_p
         assert torch.isfinite(emb).all()
     assert book.same_results(*records)
     assert records[0]["run"]["date"] and records[0]["results"]["last_terms"]
+
+
+CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
+def test_every_parameter_is_annotated_and_its_default_fits(notebook):
+    import ast
+    import json
+
+    from unifar.book import check_parameters
+
+    cell = next("".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+                if "parameters" in c.get("metadata", {}).get("tags", []))
+    body = ast.parse(cell).body
+    plain = [ast.unparse(n.targets[0]) for n in body if isinstance(n, ast.Assign)]
+    assert not plain, f"{notebook.name}: annotate these parameters (name: type = default): {plain}"
+    defaults = {n.target.id: ast.literal_eval(n.value) for n in body if isinstance(n, ast.AnnAssign)}
+    check_parameters(defaults, notebook)
+    setup = next("".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+                 if "setup_chapter(" in "".join(c["source"]))
+    assert "parameters=globals()" in setup, f"{notebook.name}: setup_chapter must check the parameters"
+
+
+def test_a_parameter_of_the_wrong_type_is_named():
+    from unifar.book import check_parameters
+
+    ch01 = next(p for p in CHAPTERS if p.name.startswith("01_"))
+    with pytest.raises(TypeError, match=r"parameter batch_size = 'abc' \(str\): expected int"):
+        check_parameters({"batch_size": "abc"}, ch01)
+    with pytest.raises(TypeError, match="parameter max_tokens"):
+        check_parameters({"max_tokens": 1.5}, ch01)
+    with pytest.raises(TypeError, match="parameter resume"):
+        check_parameters({"resume": "false"}, next(p for p in CHAPTERS if p.name.startswith("04_")))
+    check_parameters({"batch_size": 8, "max_tokens": None, "device": "cpu"}, ch01)

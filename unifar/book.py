@@ -21,6 +21,7 @@ are written in markdown as ``{glue:text}`name:.2f```; the book never types a mea
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import time
@@ -41,6 +42,7 @@ __all__ = [
     "glue_dict",
     "load_results",
     "same_results",
+    "check_parameters",
     "setup_chapter",
 ]
 
@@ -190,13 +192,22 @@ def setup_chapter(
     device: Any = None,
     threads: int = 2,
     seed: int | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> Chapter:
     """The set-up every chapter's second cell does, in one call (see the module docstring).
 
     ``profiles`` maps each profile the chapter offers to its settings; an unknown ``profile``
     is an error listing them. On a CPU, torch uses at most ``threads`` threads (the book's
-    timings are for 2 cores). ``seed`` seeds Python's, NumPy's and torch's generators.
+    timings are for 2 cores). ``seed`` seeds Python's, NumPy's and torch's generators. Given
+    the notebook's ``parameters`` (its ``globals()``), every parameter annotated in the
+    parameters cell is checked against its annotation first (:func:`check_parameters`), so a
+    papermill ``-p batch_size abc`` fails here, naming the parameter, not deep in a run.
     """
+    if notebook is None:
+        matches = sorted((REPO / "notebooks").glob(f"{name.removeprefix('ch')}_*.ipynb"))
+        notebook = matches[0].relative_to(REPO).as_posix() if matches else f"notebooks/{name}.ipynb"
+    if parameters is not None:
+        check_parameters(parameters, REPO / notebook)
     if profile not in profiles:
         raise ValueError(f"unknown profile {profile!r} for {name}; this chapter offers {sorted(profiles)}")
     unknown = sorted(set(profiles) - set(PROFILE_NAMES))
@@ -230,10 +241,61 @@ def setup_chapter(
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)
-    if notebook is None:
-        matches = sorted((REPO / "notebooks").glob(f"{name.removeprefix('ch')}_*.ipynb"))
-        notebook = matches[0].relative_to(REPO).as_posix() if matches else f"notebooks/{name}.ipynb"
     return Chapter(name=name, notebook=notebook, profile=profile, settings=dict(profiles[profile]))
+
+
+# ----------------------------------------------------------------------------- parameters
+_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+                                       "list": (list,), "dict": (dict,)}
+
+
+def _accepts(annotation: ast.expr, value: Any) -> bool:
+    """Whether ``value`` fits a parameter annotation: ``int``, ``float``, ``str``, ``bool``,
+    ``None``, unions with ``|``, ``list[...]`` and ``dict[...]`` (``bool`` is not an ``int``)."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return _accepts(annotation.left, value) or _accepts(annotation.right, value)
+    if isinstance(annotation, ast.Constant) and annotation.value is None:
+        return value is None
+    if isinstance(annotation, ast.Subscript):
+        if not _accepts(annotation.value, value):
+            return False
+        if isinstance(value, list) and not isinstance(annotation.slice, ast.Tuple):
+            return all(_accepts(annotation.slice, v) for v in value)
+        return True
+    if isinstance(annotation, ast.Name) and annotation.id in _TYPES:
+        if isinstance(value, bool) and annotation.id != "bool":
+            return False
+        return isinstance(value, _TYPES[annotation.id])
+    raise ValueError(f"parameter annotation {ast.unparse(annotation)!r} is not one check_parameters knows")
+
+
+def check_parameters(values: Mapping[str, Any], notebook: str | os.PathLike[str]) -> None:
+    """Check the values of a notebook's papermill parameters against the annotations of its
+    ``parameters`` cell (``batch_size: int = 32``); a wrong type is a ``TypeError`` naming the
+    parameter, its value and the notebook.
+
+    >>> import json, tempfile
+    >>> cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "batch_size: int = 32"}
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as f:
+    ...     json.dump({"cells": [cell]}, f)
+    >>> check_parameters({"batch_size": 64}, f.name)
+    >>> check_parameters({"batch_size": "abc"}, f.name)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    TypeError: ...: parameter batch_size = 'abc' (str): expected int (papermill -p batch_size ...)
+    """
+    path = Path(notebook)
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = next(("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if source is None:
+        raise ValueError(f"{path}: no cell tagged 'parameters'")
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            continue
+        name = node.target.id
+        if name in values and not _accepts(node.annotation, values[name]):
+            value = values[name]
+            raise TypeError(f"{path.name}: parameter {name} = {value!r} ({type(value).__name__}): expected "
+                            f"{ast.unparse(node.annotation)} (papermill -p {name} ...)")
 
 
 # ----------------------------------------------------------------------------- glue
