@@ -1,5 +1,5 @@
 """CPU time of building training batches: tokenising every document and question of an FTU
-micro-batch and indexing them (:func:`unifar.train.build_ftu_batch`), per optimizer step.
+micro-batch and indexing them (:func:`unifar.objective.build_ftu_batch`), per optimizer step.
 
 Training with a trainable base does this at every step on the CPU, whatever the accelerator, so
 it bounds the step time from below. Chapter 4, section 4.8 compares it with the H200's step.
@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu import load_ftus
-    from unifar.suite import git_commit, machine_info
-    from unifar.train import build_ftu_batch
+    from unifar.construction.ftu_files import load_ftus
+    from unifar.runtime import git_commit, machine_facts
+    from unifar.objective import build_ftu_batch
 
     data = load_ftus(args.ftus)
     model = UniFAR(UniFARConfig(base_model=args.model), device="cpu")
@@ -49,13 +49,13 @@ def main(argv: list[str] | None = None) -> dict:
         n_docs.append(docs)
         n_questions.append(questions)
     report = {
-        "what": "CPU seconds to build the batches of one optimizer step (tokenise + index), unifar.train.build_ftu_batch",
+        "what": "CPU seconds to build the batches of one optimizer step (tokenise + index), unifar.objective.build_ftu_batch",
         "ftus": args.ftus, "model": args.model, "ftus_per_step": bs * acc, "steps": args.steps,
         "seconds_per_step_median": round(statistics.median(seconds), 4),
         "seconds_per_step_mean": round(statistics.fmean(seconds), 4),
         "documents_per_step_mean": round(statistics.fmean(n_docs), 1),
         "questions_per_step_mean": round(statistics.fmean(n_questions), 1),
-        "machine": machine_info(), "git": git_commit(),
+        "machine": machine_facts(), "git": git_commit(),
     }
     print(f"batch building: median {report['seconds_per_step_median']} s per step of {bs * acc} FTUs "
           f"({report['documents_per_step_mean']} documents, {report['questions_per_step_mean']} questions)")

@@ -34,7 +34,7 @@ SETTINGS = {
 }
 CHILD = """
 import json, sys, numpy as np, torch
-from unifar.baselines import MeanPoolingEncoder
+from unifar.evaluation.mean_pooling import MeanPoolingEncoder
 rows = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")][: int(sys.argv[2])]
 texts = [r["title"] + " " + " ".join(r["abstract"]) for r in rows]
 e = MeanPoolingEncoder("minilm", max_length=512, show_progress=False).encode(texts).numpy()
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar.files import write_json
-    from unifar.suite import git_commit, machine_info
+    from unifar.runtime import git_commit, machine_facts
 
     if not Path(args.abstracts).is_file():
         ap.error(f"--abstracts: {args.abstracts} not found (CSFCube's abstracts-csfcube-preds.jsonl)")
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = {"what": f"MiniLM mean-pooling embeddings of {args.n} CSFCube abstracts (512 tokens) under CPU "
                       "kernel settings, compared bit for bit with the unpinned default (measured here)",
-              "settings": rows, "git": git_commit(), "machine": machine_info()}
+              "settings": rows, "git": git_commit(), "machine": machine_facts()}
     write_json(args.out, result)
     print(f"wrote {args.out}")
     return result

@@ -54,9 +54,10 @@ def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) 
     import tempfile
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu import FTUDataset, load_ftus
-    from unifar.model import TokenStateCache
-    from unifar.train import TrainArgs, train
+    from unifar.construction.ftu_files import FTUDataset, load_ftus
+    from unifar.caching import TokenStateCache
+    from unifar.config import TrainArgs
+    from unifar.train import train
 
     data = load_ftus(args.train_ftus)
     cfg = UniFARConfig(base_model=args.model, max_tokens=args.max_length)
@@ -110,9 +111,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.baselines import MeanPoolingEncoder, document_text
-    from unifar.datasets.csfcube import FACETS, load_csfcube
-    from unifar.model import pick_device
+    from unifar.evaluation.mean_pooling import MeanPoolingEncoder
+    from unifar.evaluation.texts import document_text
+    from unifar.datasets.csfcube import load_csfcube
+    from unifar.facets import FACETS
+    from unifar.runtime import pick_device
 
     device = pick_device(args.device)
     if device.type == "cuda":
@@ -180,11 +183,10 @@ def main(argv: list[str] | None = None) -> dict:
             agreement[system] = round(float(torch.nn.functional.cosine_similarity(a.flatten(1), b.flatten(1)).min()), 5)
     scores = {}
     if args.evaluate and not args.n_docs:
-        from unifar.evaluate import evaluate_csfcube_rankings, rank_pools
+        from unifar.evaluation.csfcube import evaluate_csfcube_rankings, rank_pools
 
         index = {p: i for i, p in enumerate(pids)}
         for (system, precision), e in embeddings.items():
-            F_ = e.shape[1] if e.dim() == 3 else 1
 
             def score(facet, qpid, cands, e=e):
                 fi = FACETS.index(facet) if e.dim() == 3 else None
@@ -233,11 +235,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.train_ftus:
         _time_training(args, device, training_row)
     if args.evaluate:  # always the whole collection, whatever --n-docs timed above
-        from unifar.evaluate import evaluate_csfcube_rankings, rank_pools, unifar_score_fn
+        from unifar.evaluation.csfcube import evaluate_csfcube_rankings, rank_pools
+        from unifar.evaluation.dense import UniFARRetriever
 
         _sync(device)
         t0 = time.perf_counter()
-        res = evaluate_csfcube_rankings(rank_pools(unifar_score_fn(unifar, data, args.batch_size, show_progress=False), data), data)
+        res = evaluate_csfcube_rankings(rank_pools(UniFARRetriever(unifar, batch_size=args.batch_size), data), data)
         _sync(device)
         report["csfcube_full_evaluation_seconds"] = round(time.perf_counter() - t0, 1)
         scores["unifar/full-evaluation"] = {k: round(v["map"], 2) for k, v in res.items()}

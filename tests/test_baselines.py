@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from unifar.baselines import (BM25Scorer, MeanPoolingEncoder, bm25_score_fn, document_text, facet_query_text,
-                              hybrid_score_fn)
 from unifar.datasets.csfcube import CSFCube, load_csfcube
-from unifar.evaluate import rank_pools
+from unifar.evaluation.csfcube import rank_pools
+from unifar.evaluation.mean_pooling import MeanPoolingEncoder
+from unifar.evaluation.retrievers import BM25Retriever, BM25Scorer, HybridRetriever, Retriever
+from unifar.evaluation.texts import document_text, facet_query_text
 
 
 def _paper(title: str, sentences: list[str], labels: list[str] | None = None) -> dict:
@@ -34,7 +35,7 @@ def toy() -> CSFCube:
 
 
 def test_bm25_ranks_exact_duplicate_first(toy: CSFCube) -> None:
-    ranked = rank_pools(bm25_score_fn(toy, stem=False), toy)
+    ranked = rank_pools(BM25Retriever(stem=False), toy)
     for facet in ("background", "method", "result"):
         order = [c for c, _ in ranked[facet]["q"]]
         assert order[0] == "dup" and order[1] == "near"
@@ -146,14 +147,37 @@ def test_a_torn_mean_pooling_cache_warns_and_is_rebuilt(tiny_encoder_dir: Path, 
     assert torch.equal(again, first)
 
 
-def test_hybrid_score_fn_fuses_z_scores_per_pool() -> None:
+class Fixed(Retriever):
+    """A CSFCube-only system whose score function is given."""
+
+    index_key, label = "fixed", "fixed"
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def index(self, documents):  # pragma: no cover
+        raise NotImplementedError
+
+    def score(self, questions, index):  # pragma: no cover
+        raise NotImplementedError
+
+    def csfcube_score_fn(self, data, cache=None):
+        return self.fn
+
+
+def test_hybrid_retriever_fuses_z_scores_per_pool() -> None:
     import numpy as np
 
-    dense = lambda f, q, c: np.array([0.9, 0.8, 0.7])  # noqa: E731 - prefers the first candidate
-    lexical = lambda f, q, c: np.array([0.0, 0.0, 30.0])  # noqa: E731 - prefers the last, on another scale
+    dense = Fixed(lambda f, q, c: np.array([0.9, 0.8, 0.7]))  # prefers the first candidate
+    lexical = Fixed(lambda f, q, c: np.array([0.0, 0.0, 30.0]))  # prefers the last, on another scale
     cands = ["a", "b", "c"]
-    assert np.argmax(hybrid_score_fn(dense, lexical, 0.0)("method", "q", cands)) == 0
-    assert np.argmax(hybrid_score_fn(dense, lexical, 2.0)("method", "q", cands)) == 2
+
+    def fused(d, lex, w):
+        return HybridRetriever(d, lex, w).csfcube_score_fn(None)("method", "q", cands)
+
+    assert np.argmax(fused(dense, lexical, 0.0)) == 0
+    assert np.argmax(fused(dense, lexical, 2.0)) == 2
     # scale-free: multiplying the lexical scores by 1000 changes nothing
-    big = lambda f, q, c: 1000 * lexical(f, q, c)  # noqa: E731
-    assert np.allclose(hybrid_score_fn(dense, lexical, 0.5)("m", "q", cands), hybrid_score_fn(dense, big, 0.5)("m", "q", cands))
+    big = Fixed(lambda f, q, c: 1000 * lexical.fn(f, q, c))
+    assert np.allclose(fused(dense, lexical, 0.5), fused(dense, big, 0.5))
+    assert not HybridRetriever(dense, lexical, 0.5).qdoc

@@ -40,7 +40,7 @@ def allowed_values() -> set[str]:
     from unifar import paper
     from unifar.config import UniFARConfig
     from unifar.construction.mining import MiningConfig
-    from unifar.train import TrainArgs
+    from unifar.config import TrainArgs
 
     out = set(paper.all_reported_numbers())
     for cls in (UniFARConfig, MiningConfig, TrainArgs):

@@ -11,9 +11,10 @@ import datasets
 import pytest
 
 from unifar.datasets import citation_intents as ci
-from unifar.datasets import corpora, external
+from unifar.facets import CSABSTRUCT_TO_FACET, MULTICITE_TO_FACET
+from unifar.datasets import cranfield, external, labelled_abstracts, scirepeval
 from unifar.datasets.pubmedqa import SECTION_TO_FACET, load_pubmedqa, section_facet
-from unifar.datasets.readers import data_root
+from unifar.datasets.readers import SPLITS, data_root
 from unifar.datasets.schema import (
     DOCUMENT_FEATURES,
     INTENT_FEATURES,
@@ -42,11 +43,11 @@ def _check_documents(ds: datasets.Dataset) -> None:
 
 @pytest.fixture(scope="module")
 def csabstruct():
-    return corpora.load_csabstruct()
+    return labelled_abstracts.load_csabstruct()
 
 
 def test_csfcube_documents():
-    ds = corpora.load_csfcube_documents()
+    ds = labelled_abstracts.load_csfcube_documents()
     _check_documents(ds)
     assert len(ds) == 4205 and sum(ds["is_query"]) == 34
     assert sum(len(s) for s in ds["sentences"]) == 29197
@@ -62,13 +63,13 @@ def test_csabstruct_counts_and_mapping(csabstruct):
     assert raw == {"background": 3615, "objective": 1325, "method": 3621, "result": 2422, "other": 350}
     assert _facets(train) == {"background": 3615 + 1325, "method": 3621, "result": 2422, None: 350}
     for rec in csabstruct.select(range(50)):
-        assert [corpora.CSABSTRUCT_TO_FACET[x] for x in rec["raw_labels"]] == rec["labels"]
+        assert [CSABSTRUCT_TO_FACET[x] for x in rec["raw_labels"]] == rec["labels"]
         assert len(rec["confs"]) == len(rec["sentences"])
-    assert len(corpora.load_csabstruct(split="test")) == 226
+    assert len(labelled_abstracts.load_csabstruct(split="test")) == 226
 
 
 def test_nicta_piboso_counts():
-    ds = corpora.load_nicta_piboso()
+    ds = labelled_abstracts.load_nicta_piboso()
     _check_documents(ds)
     assert Counter(ds["split"]) == {"train": 720, "dev": 80, "test": 200}
     sents = Counter()
@@ -111,7 +112,7 @@ def test_pubmedqa_section_mapping_covers_every_name():
 
 
 def test_cranfield_grades_and_counts():
-    b = corpora.load_cranfield()
+    b = cranfield.load_cranfield()
     _check_documents(b.documents)
     assert len(b.documents) == 1400 and len(b.questions) == 225
     assert b.stats["dropped_minus_one"] == 225 and b.stats["judgements"] == 1837 - 225
@@ -122,7 +123,7 @@ def test_cranfield_grades_and_counts():
     assert empty == {"471", "995"}
     first = b.documents[0]
     assert not first["sentences"][0].startswith(first["title"])  # the title copy is removed
-    kept = corpora.load_cranfield(keep_minus_one=5)
+    kept = cranfield.load_cranfield(keep_minus_one=5)
     assert sum(map(len, kept.qrels.values())) == 1837
 
 
@@ -133,17 +134,17 @@ def test_cranfield_smart_format(tmp_path):
     )
     (tmp_path / "cran.qry").write_text(".I 001\n.W\nwhat makes wings flutter .\n.I 004\n.W\nshock ?\n")
     (tmp_path / "cranqrel").write_text("1 1 1\n1 2 -1\n2 2 4\n")
-    b = corpora.load_cranfield(tmp_path)
+    b = cranfield.load_cranfield(tmp_path)
     assert b.documents[0]["sentences"] == ["we test wings .", "they flutter ."]
     assert b.questions["orig_qid"] == ["001", "004"] and b.questions["qid"] == ["1", "2"]
     assert b.qrels == {"1": {"1": 4}, "2": {"2": 1}} and b.stats["dropped_minus_one"] == 1
     (tmp_path / "cranqrel").write_text("1 1 1\n1 2 7\n")
     with pytest.raises(ValueError, match=r"cranqrel:2: grade 7"):
-        corpora.load_cranfield(tmp_path)
+        cranfield.load_cranfield(tmp_path)
 
 
 def test_scirepeval_samples():
-    t = corpora.load_scirepeval_triplets()
+    t = scirepeval.load_scirepeval_triplets()
     _check_documents(t.documents)
     assert len(t.triplets) == 200 and len(t.documents) == 596
     assert t.stats["empty_abstracts"] == 14 and t.stats["conflicting_copies"] == 0
@@ -151,7 +152,7 @@ def test_scirepeval_samples():
     assert all(r["query_id"] in ids and r["pos_id"] in ids and r["neg_id"] in ids for r in t.triplets)
     assert len(set(t.triplets["query_id"])) == 200
 
-    s = corpora.load_scirepeval_search()
+    s = scirepeval.load_scirepeval_search()
     _check_documents(s.documents)
     assert len(s.questions) == 100 and sum(map(len, s.candidates.values())) == 1000
     assert Counter(g for j in s.qrels.values() for g in j.values()) == {0: 885, 1: 114, 2: 1}
@@ -182,7 +183,7 @@ def test_multicite_multilabel_mapping():
     ds = ci.load_multicite(split="dev", remove_cite_tags=True)
     assert not any("<cite>" in t for t in ds["text"])
     for rec in ds.select(range(300)):
-        facets = {ci.MULTICITE_TO_FACET[x] for x in rec["raw_label"].split()}
+        facets = {MULTICITE_TO_FACET[x] for x in rec["raw_label"].split()}
         assert rec["intent"] == (facets.pop() if len(facets) == 1 else None)
 
 
@@ -216,28 +217,28 @@ def test_to_dataset_types_and_duplicates():
 
 def test_malformed_line_names_file_and_line(tmp_path):
     good = json.dumps({"abstract_id": 0, "sentences": ["A."], "labels": ["method"], "confs": [1.0]})
-    for sp in corpora.SPLITS:
+    for sp in SPLITS:
         (tmp_path / f"{sp}.jsonl").write_text(good + "\n")
     bad = tmp_path / "dev.jsonl"
     bad.write_text(good + "\n{not json\n")
     with pytest.raises(ValueError, match=rf"{bad}:2: malformed JSON"):
-        corpora.load_csabstruct(tmp_path)
+        labelled_abstracts.load_csabstruct(tmp_path)
     bad.write_text(good + "\n" + json.dumps({"abstract_id": 1, "sentences": ["A.", "B."], "labels": ["method"]}) + "\n")
     with pytest.raises(ValueError, match=rf"{bad}:2: 2 sentences but 1 labels"):
-        corpora.load_csabstruct(tmp_path)
+        labelled_abstracts.load_csabstruct(tmp_path)
     bad.write_text(json.dumps({"abstract_id": 1, "sentences": ["A."], "labels": ["claim"]}) + "\n")
     with pytest.raises(ValueError, match=rf"{bad}:1: unknown labels \['claim'\]"):
-        corpora.load_csabstruct(tmp_path)
+        labelled_abstracts.load_csabstruct(tmp_path)
 
 
 def test_malformed_nicta_and_intent_lines(tmp_path):
-    for sp in corpora.SPLITS:
+    for sp in SPLITS:
         (tmp_path / f"{sp}_clean.txt").write_text("###1\nbackground\tA sentence .\n\n")
     bad = tmp_path / "test_clean.txt"
     bad.write_text("###1\nbackground\tA sentence .\noutcome without a tab\n")
     with pytest.raises(ValueError, match=rf"{bad}:3: expected 'label<TAB>sentence'"):
-        corpora.load_nicta_piboso(tmp_path)
-    for sp in corpora.SPLITS:
+        labelled_abstracts.load_nicta_piboso(tmp_path)
+    for sp in SPLITS:
         (tmp_path / f"{sp}.txt").write_text(json.dumps({"text": "As in [1].", "label": "method", "metadata": {}}) + "\n")
     (tmp_path / "dev.txt").write_text(json.dumps({"text": "As in [1].", "label": "claim"}) + "\n")
     with pytest.raises(ValueError, match=r"dev.txt:1: unknown label 'claim'"):
@@ -246,7 +247,7 @@ def test_malformed_nicta_and_intent_lines(tmp_path):
 
 def test_missing_directory_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere"):
-        corpora.load_csabstruct(tmp_path / "nowhere")
+        labelled_abstracts.load_csabstruct(tmp_path / "nowhere")
 
 
 # ----------------------------------------------------------------------------- DORIS-MAE and LitSearch fixtures

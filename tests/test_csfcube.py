@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from unifar.datasets.csfcube import FACETS, CSFCube, default_data_dir, load_csfcube, read_abstracts
-from unifar.evaluate import (
+from unifar.datasets.csfcube import CSFCube, default_data_dir, load_csfcube, read_abstracts
+from unifar.facets import FACETS
+from unifar.evaluation.csfcube import (
     aggregate_csfcube,
     csfcube_per_query,
     evaluate_csfcube_rankings,
@@ -20,7 +21,7 @@ from unifar.evaluate import (
     read_ranked_pools,
     write_ranked_pools,
 )
-from unifar.metrics import average_precision, fold_mean, ndcg_at_k, ndcg_pct, ranx_per_query
+from unifar.evaluation.metrics import average_precision, fold_mean, ndcg_at_k, ndcg_pct, ranx_per_query
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = default_data_dir() / "sample_ranked_pools"
@@ -232,7 +233,7 @@ def test_upstream_format_without_is_query(tmp_path: Path) -> None:
 
 def test_split_papers_with_max_queries(data: CSFCube) -> None:
     """max_queries keeps the first query facets of each facet's split and only their pools."""
-    from unifar.evaluate import csfcube_split_papers
+    from unifar.evaluation.csfcube import csfcube_split_papers
 
     all_docs, _ = csfcube_split_papers(data, "fold1_dev")
     docs, split_map = csfcube_split_papers(data, "fold1_dev", max_queries=1)

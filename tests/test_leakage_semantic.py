@@ -1,4 +1,4 @@
-"""The semantic leakage check (:func:`unifar.construction.leakage.semantic_overlap`): nearest evaluation
+"""The semantic leakage check (:func:`unifar.construction.leakage_semantic.semantic_overlap`): nearest evaluation
 document per training document, on tiny hand-built and random cases checked by brute force."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from unifar.construction.leakage import SemanticOverlap, semantic_overlap
+from unifar.construction.leakage_semantic import SemanticOverlap, semantic_overlap
 
 
 def test_semantic_overlap_on_a_tiny_hand_built_case():

@@ -12,19 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from unifar.construction.ftu import (
-    FTU,
-    SCHEMA_VERSION,
-    FTUDataset,
-    Triplet,
-    field_table,
-    fill_questions,
-    ftu_statistics,
-    load_ftus,
-    merge_triplets,
-    read_triplets,
-    write_ftus,
-)
+from unifar.construction.ftu import FTU, Triplet, fill_questions, merge_triplets, read_triplets
+from unifar.construction.ftu_files import SCHEMA_VERSION, FTUDataset, load_ftus, write_ftus
+from unifar.construction.ftu_statistics import field_table, ftu_statistics
 from unifar.construction.labelling import LabelParseError, LLMLabeller, SentenceLabeller, parse_labels, parse_labels_detailed
 from unifar.construction.leakage import (
     ForbiddenSet,
@@ -34,7 +24,8 @@ from unifar.construction.leakage import (
     forbidden_from_repo_data,
     normalise_text,
 )
-from unifar.construction.llm import CachedClient, FakeClient, LLMClient, LLMError, OpenAICompatibleClient
+from unifar.construction.llm import CachedClient, FakeClient, LLMClient, LLMError
+from unifar.construction.llm_backends import OpenAICompatibleClient
 from unifar.construction.prompts import (
     FACET_REQUIREMENTS,
     LABELLING_SYSTEM,
@@ -306,7 +297,7 @@ def test_openai_client_missing_key_and_unreachable(monkeypatch):
 def test_transformers_client_on_a_tiny_local_model(tmp_path, tokenizer):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from unifar.construction.llm import TransformersClient
+    from unifar.construction.llm_backends import TransformersClient
 
     model_dir = tmp_path / "tiny-gpt2"
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=16, n_layer=1, n_head=2)).save_pretrained(model_dir)
@@ -512,8 +503,8 @@ def test_merge_scirepeval_sample_triplets():
     assert referenced <= set(docs) and len(referenced) == 596
     assert all(d["labels"] is None and isinstance(d["sentences"], list) for d in docs.values())
     # The same triplets through the corpus loader (facet-less rows, facet given to the merge).
-    corpora = pytest.importorskip("unifar.datasets.corpora")
-    corpus = corpora.load_scirepeval_triplets(path)
+    scirepeval = pytest.importorskip("unifar.datasets.scirepeval")
+    corpus = scirepeval.load_scirepeval_triplets(path)
     merged = merge_triplets(corpus.triplets, facet="method")
     assert [f.to_dict() for f in merged] == [f.to_dict() for f in ftus]
 
@@ -650,7 +641,7 @@ def test_forbidden_from_repo_data_covers_what_is_present(repo_forbidden):
         assert normalise_text("what similarity laws must be obeyed when constructing aeroelastic models of "
                               "heated high speed aircraft .") in fs.texts
     if (REPO / "data" / "scirepeval_samples").is_dir():
-        from unifar.datasets.corpora import load_scirepeval_search, split_scirepeval_search
+        from unifar.datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
 
         halves = {p: split_scirepeval_search(load_scirepeval_search(), p) for p in ("train", "test")}
         test_q = halves["test"].questions[0]["text"]

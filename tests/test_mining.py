@@ -9,16 +9,11 @@ import re
 import pytest
 import torch
 
-from unifar.construction.ftu import load_ftus, write_ftus
+from unifar.construction.ftu_files import load_ftus, write_ftus
 from unifar.construction.leakage import check_no_leakage, forbidden_from_repo_data
-from unifar.construction.mining import (
-    MiningConfig,
-    attribute_facets,
-    build_offline_ftus,
-    citation_triplets,
-    facet_text,
-    mine_facet_triplets,
-)
+from unifar.construction.mining import MiningConfig, build_offline_ftus, mine_facet_triplets
+from unifar.construction.mining_attribution import attribute_facets, citation_triplets
+from unifar.evaluation.texts import facet_text
 
 DIM = 512
 

@@ -93,7 +93,7 @@ def test_identity_init_starts_near_mean_of_sentences(make_model):
     with torch.no_grad():
         out = model(batch)
         T = model.base(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-    from unifar.model import sentence_states
+    from unifar.pooling import sentence_states
 
     S, _ = sentence_states(T, batch.sentence_ids, 5)
     mean = torch.nn.functional.normalize(S[0].mean(0), dim=-1)
@@ -230,7 +230,7 @@ def test_cli_evaluates_a_saved_checkpoint_with_its_own_token_budget(make_model, 
 
 def test_shared_state_cache_gives_the_same_embeddings(make_model):
     """Two models on one base share a TokenStateCache: same embeddings, one base pass per input."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     a, b = make_model(), make_model(seed=3)
     b.base = a.base  # same (frozen) base encoder, different aggregation modules
@@ -246,7 +246,7 @@ def test_shared_state_cache_gives_the_same_embeddings(make_model):
 def test_state_cache_on_disk_is_reused_only_for_the_same_base(make_model, tmp_path):
     """A TokenStateCache saved by one run is read back by the next for the same base weights (no
     encoder pass, bit-identical embeddings), and ignored for another base."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     a = make_model()
     docs = [{"title": "T", "sentences": SENTS[:3]}, {"title": "U", "sentences": SENTS[2:6]}]
@@ -275,7 +275,7 @@ def test_state_cache_on_disk_is_reused_only_for_the_same_base(make_model, tmp_pa
 
 def test_state_cache_ignores_a_torn_file(make_model, tmp_path):
     """A corrupt cache file costs a warning and a re-encode, never the run."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     a = make_model()
     cache = TokenStateCache.on_disk(a, tmp_path)
@@ -290,7 +290,7 @@ def test_state_cache_ignores_a_torn_file(make_model, tmp_path):
 def test_state_cache_saves_only_new_rows_in_a_new_file(make_model, tmp_path):
     """A save adds a file with the rows added since the cache was read: gigabytes already on
     disk are never written again, and a later reader sees the union."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     a = make_model()
     first = TokenStateCache.on_disk(a, tmp_path)
@@ -310,7 +310,7 @@ def test_state_cache_saves_only_new_rows_in_a_new_file(make_model, tmp_path):
 def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):
     # torch.cuda.set_device refuses torch.device("cuda") (seen on an H200 with torch 2.11), and
     # device("cuda") != device("cuda:0"); no GPU is needed to check the normalisation.
-    from unifar.model import pick_device
+    from unifar.runtime import pick_device
 
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert pick_device("cuda") == torch.device("cuda", 0)

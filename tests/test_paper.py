@@ -376,15 +376,17 @@ def test_config_defaults_are_the_papers_hyper_parameters():
 
 
 def test_rhetoric_constants_are_scitoricsberts():
-    rhetoric = pytest.importorskip("unifar.rhetoric")
+    finetune = pytest.importorskip("unifar.rhetoric.finetune")
+    losses = pytest.importorskip("unifar.rhetoric.losses")
+    sampling = pytest.importorskip("unifar.rhetoric.sampling")
     h = SCITORICSBERT_HYPERPARAMETERS
-    assert rhetoric.PAPER_LR == h["learning_rate"] and rhetoric.PAPER_BATCH_SIZE == h["batch_size"]
-    p = rhetoric.PAPER_HYPERPARAMETERS
+    assert finetune.PAPER_LR == h["learning_rate"] and sampling.PAPER_BATCH_SIZE == h["batch_size"]
+    p = losses.PAPER_HYPERPARAMETERS
     assert p["triplet"]["margin"] == h["triplet_margin"]
     assert (p["arcface"]["margin"], p["arcface"]["scale"]) == (h["arcface_margin"], h["arcface_scale"])
     assert (p["ms"]["alpha"], p["ms"]["beta"], p["ms"]["base"]) == (h["ms_alpha"], h["ms_beta"], h["ms_lambda"])
     assert p["ntxent"]["temperature"] == h["ntxent_temperature"]
-    for loss, pk in rhetoric.PAPER_PK.items():
+    for loss, pk in sampling.PAPER_PK.items():
         if loss in ("softmax", "arcface"):
             assert pk == (h["pk_p_softmax_arcface"], h["pk_k_softmax_arcface"])
         else:

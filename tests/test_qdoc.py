@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from unifar.datasets import external
-from unifar.datasets.corpora import load_scirepeval_search, split_scirepeval_search
+from unifar.datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
 from unifar.datasets.schema import QDocBenchmark, questions_to_dataset, to_dataset
-from unifar.qdoc import (
+from unifar.evaluation.qdoc import (
     CRANFIELD,
     DORIS_MAE,
     LITSEARCH,
@@ -24,7 +24,8 @@ from unifar.qdoc import (
     rank,
     ranx_qrels,
 )
-from unifar.retrievers import BM25Retriever, MeanPoolingRetriever, Retriever, UniFARRetriever
+from unifar.evaluation.dense import MeanPoolingRetriever, UniFARRetriever
+from unifar.evaluation.retrievers import BM25Retriever, Retriever
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

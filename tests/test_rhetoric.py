@@ -12,23 +12,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from unifar.construction.labeller import (
-    FACETS,
-    FacetLabeller,
-    csabstruct_training_documents,
-    drop_leaking_documents,
-)
+from unifar.construction.labeller import FacetLabeller
+from unifar.construction.labeller_data import csabstruct_training_documents, drop_leaking_documents
 from unifar.construction.labelling import SentenceLabeller
 from unifar.construction.leakage import ForbiddenSet
-from unifar.rhetoric import (
-    LOSS_NAMES,
-    PKBatchSampler,
-    SentenceEncoder,
-    finetune,
-    make_loss,
-    pk_for,
-    retrieval_scores,
-)
+from unifar.facets import FACETS
+from unifar.rhetoric.encoder import SentenceEncoder
+from unifar.rhetoric.finetune import finetune
+from unifar.rhetoric.losses import LOSS_NAMES, make_loss
+from unifar.rhetoric.retrieval import retrieval_scores
+from unifar.rhetoric.sampling import PKBatchSampler, pk_for
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -449,7 +442,7 @@ def test_csabstruct_csfcube_overlap_is_32_abstracts():
 
 
 def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_encoder):
-    from unifar.rhetoric import embed_in_length_chunks
+    from unifar.rhetoric.finetune import embed_in_length_chunks
 
     sents, _ = toy_sentences()
     sents = sents[:13] + ["x", "A much longer sentence " * 5]
@@ -475,7 +468,7 @@ def test_finetune_with_length_chunks_records_the_setting(tiny_encoder):
 
 
 def test_stratified_sample_keeps_proportions_and_is_seeded():
-    from unifar.rhetoric import stratified_sample
+    from unifar.rhetoric.sampling import stratified_sample
 
     labels = ["a"] * 60 + ["b"] * 30 + ["c"] * 10
     idx = stratified_sample(labels, 20, seed=0)
@@ -497,7 +490,7 @@ def test_stratified_sample_keeps_proportions_and_is_seeded():
 def test_facet_scores_report_cohens_kappa():
     from sklearn.metrics import cohen_kappa_score
 
-    from unifar.construction.labeller import facet_scores
+    from unifar.construction.labeller_scores import facet_scores
 
     gold = ["background", "method", "result", "method", "background", "result"]
     assert facet_scores(gold, gold)["cohen_kappa"] == pytest.approx(1.0)

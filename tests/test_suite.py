@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from unifar import suite
-from unifar.bootstrap import bootstrap_ci, paired_bootstrap, within_noise
 from unifar.datasets.csfcube import default_data_dir
-from unifar.evaluate import read_ranked_pools
-from unifar.retrievers import BM25Retriever, Retriever, UniFARRetriever
+from unifar.evaluation import report, runner, systems
+from unifar.evaluation.bootstrap import bootstrap_ci, paired_bootstrap, within_noise
+from unifar.evaluation.csfcube import read_ranked_pools
+from unifar.evaluation.dense import UniFARRetriever
+from unifar.evaluation.retrievers import BM25Retriever, Retriever
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DORIS = FIXTURES / "doris_mae_mini.json"
@@ -87,7 +88,7 @@ def tiny_unifar(tokenizer):
 @pytest.fixture(scope="module")
 def result(tiny_unifar):
     retrievers = [BM25Retriever(), UniFARRetriever(tiny_unifar, name="unifar-untrained", batch_size=8)]
-    return suite.evaluate_all(
+    return runner.evaluate_all(
         "tiny", benchmarks=["doris_mae", "litsearch"], doris_mae=DORIS, doris_levels=("query", "subquery_2"),
         litsearch=FIXTURES / "litsearch", retrievers=retrievers, n_resamples=200, show_progress=False, log=None,
     )
@@ -113,31 +114,31 @@ def test_result_structure_and_json_round_trip(result, tmp_path):
     meta = result["meta"]
     assert set(meta) >= {"git", "machine", "date", "wall_seconds", "bootstrap", "options", "systems", "data_load_seconds", "ranx_warmup_seconds"}
     assert meta["bootstrap"]["n_resamples"] == 200
-    path = suite.save_results(result, tmp_path / "r.json")
-    assert suite.load_results(path) == json.loads(json.dumps(result))
+    path = runner.save_results(result, tmp_path / "r.json")
+    assert runner.load_results(path) == json.loads(json.dumps(result))
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match="not a unifar evaluation result"):
-        suite.load_results(tmp_path / "bad.json")
+        runner.load_results(tmp_path / "bad.json")
 
 
 def test_tables_and_comparison(result):
-    long = suite.results_table(result)
+    long = report.results_table(result)
     assert list(long.columns) == ["benchmark", "system", "label", "metric", "value", "ci_low", "ci_high", "n_queries", "seconds"]
     assert len(long) == 2 * (3 + 3 + 12)
-    wide = suite.results_table(result, wide=True)
+    wide = report.results_table(result, wide=True)
     assert wide.loc[("litsearch", "bm25"), "recall@5"] == pytest.approx(result["benchmarks"]["litsearch"]["systems"]["bm25"]["metrics"]["recall@5"])
-    assert any("[specificity=1]" in m for m in suite.results_table(result, subsets=True)["metric"])
-    text = suite.format_results(result)
+    assert any("[specificity=1]" in m for m in report.results_table(result, subsets=True)["metric"])
+    text = report.format_results(result)
     assert "doris_mae_query" in text and "unifar-untrained" in text and "r-precision" in text
-    cmp = suite.compare_systems(result, "litsearch", "bm25", "unifar-untrained")
+    cmp = report.compare_systems(result, "litsearch", "bm25", "unifar-untrained")
     assert list(cmp["metric"]) == list(result["benchmarks"]["litsearch"]["systems"]["bm25"]["metrics"])
     assert (cmp["ci_low"] <= cmp["diff"]).all() and (cmp["diff"] <= cmp["ci_high"]).all()
     with pytest.raises(KeyError, match="no system"):
-        suite.compare_systems(result, "litsearch", "bm25", "nope")
+        report.compare_systems(result, "litsearch", "bm25", "nope")
 
 
 def test_csfcube_through_the_suite_gives_the_golden_numbers():
-    res = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
+    res = runner.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
                              n_resamples=100, show_progress=False, log=None)
     entry = res["benchmarks"]["csfcube"]
     m = entry["systems"]["specter"]["metrics"]
@@ -148,7 +149,7 @@ def test_csfcube_through_the_suite_gives_the_golden_numbers():
     lo, hi = entry["systems"]["specter"]["ci"]["all/map"]
     assert lo < m["all/map"] < hi
     assert [len(s) for s in entry["strata"]["all/map"]] == [26, 24]  # fold1_test, fold2_test
-    dev = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
+    dev = runner.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder()], exclude_self=True,
                              csfcube_split="dev", n_resamples=50, show_progress=False, log=None)
     assert len(dev["benchmarks"]["csfcube"]["systems"]["specter"]["per_query"]["all/map"]) == 24  # fold1_dev
 
@@ -167,33 +168,33 @@ def test_compare_systems_on_one_csfcube_fold():
 
     cube = load_csfcube()
     assert set(cube.splits["all"]["fold1_dev"]) == set(cube.splits["all"]["fold2_test"])
-    res = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder(), ReversedSpecter()], exclude_self=True,
+    res = runner.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder(), ReversedSpecter()], exclude_self=True,
                              n_resamples=100, show_progress=False, log=None)
     entry = res["benchmarks"]["csfcube"]
     assert entry["strata_names"] == ["fold1_test", "fold2_test"]
-    both = suite.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"]).iloc[0]
-    f1 = suite.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], fold="fold1_test").iloc[0]
+    both = report.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"]).iloc[0]
+    f1 = report.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], fold="fold1_test").iloc[0]
     per_q = entry["systems"]["specter"]["per_query"]["all/map"]
     ids = cube.splits["all"]["fold1_test"]
     assert f1["n"] == len(ids) == 26 and f1["a"] == pytest.approx(np.mean([per_q[i] for i in ids]))
     assert both["a"] == pytest.approx(34.23, abs=0.005) and f1["a"] != pytest.approx(both["a"])
     assert f1["diff"] > 0 and not f1["within_noise"]  # a ranking beats its own reverse
     with pytest.raises(KeyError, match="no fold"):
-        suite.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], fold="fold1_dev")
+        report.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], fold="fold1_dev")
     # results written before the fold names were stored: the names follow the protocol's split
     del entry["strata_names"]
-    assert suite.fold_strata(entry, "all/map")["fold1_test"] == ids
+    assert report.fold_strata(entry, "all/map")["fold1_test"] == ids
 
 
 def test_build_retrievers_systems_and_errors(tiny_unifar):
-    rs, facts = suite.build_retrievers(tiny_unifar, systems=["bm25", "unifar"], show_progress=False)
+    rs, facts = systems.build_retrievers(tiny_unifar, systems=["bm25", "unifar"], show_progress=False)
     assert [r.name for r in rs] == ["bm25", "unifar-trained"] and facts["trained"]
     with pytest.raises(ValueError, match="unknown systems"):
-        suite.build_retrievers("minilm", systems=["bm26"])
+        systems.build_retrievers("minilm", systems=["bm26"])
     with pytest.raises(ValueError, match="need a base encoder"):
-        suite.build_retrievers(None, systems=["mean"])
+        systems.build_retrievers(None, systems=["mean"])
     with pytest.raises(ValueError, match="unknown benchmarks"):
-        suite.evaluate_all(benchmarks=["trec"], retrievers=[], log=None)
+        runner.evaluate_all(benchmarks=["trec"], retrievers=[], log=None)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -206,7 +207,7 @@ def test_cli_evaluate_all_writes_json(tiny_unifar, tmp_path, capsys):
           "--doris-mae", str(DORIS), "--doris-levels", "query", "--n-resamples", "50", "--no-progress", "--json", str(out)])
     printed = capsys.readouterr().out
     assert "doris_mae_query" in printed and "unifar-trained" in printed and "wrote" in printed
-    res = suite.load_results(out)
+    res = runner.load_results(out)
     assert set(res["benchmarks"]["doris_mae_query"]["systems"]) == {"bm25", "unifar-trained"}
     assert res["meta"]["trained"] and res["meta"]["model"] == "ckpt" and res["meta"]["bootstrap"]["n_resamples"] == 50
 
@@ -231,8 +232,9 @@ def test_cli_all_errors_are_one_line(argv, message, capsys):
 
 
 def test_retrievers_on_one_frozen_base_share_token_states(make_model):
-    from unifar.retrievers import BM25Retriever, UniFARRetriever
-    from unifar.suite import share_frozen_base
+    from unifar.evaluation.dense import UniFARRetriever
+    from unifar.evaluation.retrievers import BM25Retriever
+    from unifar.evaluation.systems import share_frozen_base
 
     a, b, c = make_model(), make_model(seed=5), make_model()
     b.base = a.base
@@ -249,8 +251,8 @@ def test_retrievers_on_one_frozen_base_share_token_states(make_model):
 def test_a_single_model_reads_the_frozen_base_states_saved_on_disk(make_model, tmp_path):
     """With a cache folder, a lone UniFAR retriever (a second training seed evaluated on its own)
     reads the states an earlier evaluation of another model on the same base saved there."""
-    from unifar.retrievers import UniFARRetriever
-    from unifar.suite import share_frozen_base
+    from unifar.evaluation.dense import UniFARRetriever
+    from unifar.evaluation.systems import share_frozen_base
 
     a, b = make_model(), make_model(seed=5)
     b.base = a.base
@@ -271,8 +273,8 @@ def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_m
     the last layer; each runs its own last layer, so encodings equal those without the cache."""
     import copy
 
-    from unifar.retrievers import UniFARRetriever
-    from unifar.suite import share_frozen_base
+    from unifar.evaluation.dense import UniFARRetriever
+    from unifar.evaluation.systems import share_frozen_base
 
     a = make_model()
     top = copy.deepcopy(a)
@@ -296,8 +298,9 @@ def test_bases_that_differ_only_in_their_top_layer_share_the_states_below(make_m
 
 def test_csfcube_split_papers_scores_like_the_whole_collection():
     """Encoding only one split's papers gives each of its queries the MAP it has in the full run."""
-    from unifar.datasets.csfcube import FACETS, load_csfcube
-    from unifar.evaluate import csfcube_per_query, csfcube_split_papers, rank_pools
+    from unifar.datasets.csfcube import load_csfcube
+    from unifar.facets import FACETS
+    from unifar.evaluation.csfcube import csfcube_per_query, csfcube_split_papers, rank_pools
 
     cube = load_csfcube()
     docs, split_map = csfcube_split_papers(cube, "fold1_dev")
@@ -316,42 +319,42 @@ def test_csfcube_split_papers_scores_like_the_whole_collection():
 
 # ----------------------------------------------------------------------------- chapter helpers
 def test_strip_timings_keeps_every_measurement(result):
-    stripped = suite.strip_timings(result)
+    stripped = report.strip_timings(result)
     assert "seconds" in result["benchmarks"]["litsearch"]["systems"]["bm25"]  # the input is untouched
-    assert not set(stripped["meta"]) & set(suite.RUN_FACT_KEYS) and stripped["meta"]["bootstrap"] == result["meta"]["bootstrap"]
+    assert not set(stripped["meta"]) & set(report.RUN_FACT_KEYS) and stripped["meta"]["bootstrap"] == result["meta"]["bootstrap"]
     for bench, entry in stripped["benchmarks"].items():
         for name, res in entry["systems"].items():
             assert "seconds" not in res
             full = result["benchmarks"][bench]["systems"][name]
             assert res["metrics"] == full["metrics"] and res["ci"] == full["ci"] and res["per_query"] == full["per_query"]
     assert json.loads(json.dumps(stripped)) == stripped
-    long = suite.results_table(stripped)
-    assert long["seconds"].isna().all() and long["value"].tolist() == suite.results_table(result)["value"].tolist()
-    assert "nan" in suite.format_results(stripped)
-    a = suite.compare_systems(stripped, "litsearch", "bm25", "unifar-untrained")
-    assert a.equals(suite.compare_systems(result, "litsearch", "bm25", "unifar-untrained"))
+    long = report.results_table(stripped)
+    assert long["seconds"].isna().all() and long["value"].tolist() == report.results_table(result)["value"].tolist()
+    assert "nan" in report.format_results(stripped)
+    a = report.compare_systems(stripped, "litsearch", "bm25", "unifar-untrained")
+    assert a.equals(report.compare_systems(result, "litsearch", "bm25", "unifar-untrained"))
 
 
 def test_verdict_table_and_seed_spread():
-    res = suite.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder(), ReversedSpecter()], exclude_self=True,
+    res = runner.evaluate_all(benchmarks=["csfcube"], retrievers=[SpecterOrder(), ReversedSpecter()], exclude_self=True,
                              n_resamples=100, show_progress=False, log=None)
-    table = suite.verdict_table(res, "specter", ["reversed", "bm25"], n_resamples=100)  # no bm25 here: skipped
-    assert list(table["metric"]) == list(suite.HEADLINE_METRICS["csfcube"]) and set(table["vs"]) == {"reversed"}
+    table = report.verdict_table(res, "specter", ["reversed", "bm25"], n_resamples=100)  # no bm25 here: skipped
+    assert list(table["metric"]) == list(report.HEADLINE_METRICS["csfcube"]) and set(table["vs"]) == {"reversed"}
     assert (table["fold"] == "").all() and table["n"].tolist() == [50, 16, 17, 17]  # all, then per facet
-    one = suite.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], n_resamples=100).iloc[0]
+    one = report.compare_systems(res, "csfcube", "specter", "reversed", metrics=["all/map"], n_resamples=100).iloc[0]
     assert table.iloc[0]["diff"] == pytest.approx(one["diff"]) and table.iloc[0]["ci_low"] == pytest.approx(one["ci_low"])
     assert table.iloc[0]["verdict"] == "better"  # a ranking beats its reverse beyond noise
-    back = suite.verdict_table(res, "reversed", ["specter"], metrics={"csfcube": ["all/map"]}, n_resamples=100)
+    back = report.verdict_table(res, "reversed", ["specter"], metrics={"csfcube": ["all/map"]}, n_resamples=100)
     assert back["verdict"].tolist() == ["worse"]
-    folds = suite.verdict_table(res, "specter", ["reversed"], n_resamples=100, folds=["fold1_test", "fold2_test"])
+    folds = report.verdict_table(res, "specter", ["reversed"], n_resamples=100, folds=["fold1_test", "fold2_test"])
     assert folds.groupby("fold")["n"].first().to_dict() == {"fold1_test": 26, "fold2_test": 24}  # all/map
-    assert suite.verdict_table(res, "unifar-trained").empty  # no such system: no rows, same columns
-    assert list(suite.verdict_table(res, "unifar-trained").columns) == list(table.columns)
+    assert report.verdict_table(res, "unifar-trained").empty  # no such system: no rows, same columns
+    assert list(report.verdict_table(res, "unifar-trained").columns) == list(table.columns)
 
-    seeds = {"seed0": res, "seed1": suite.strip_timings(res)}
-    spread = suite.seed_spread(seeds, system="specter")
-    assert list(spread["metric"]) == list(suite.HEADLINE_METRICS["csfcube"])
+    seeds = {"seed0": res, "seed1": report.strip_timings(res)}
+    spread = report.seed_spread(seeds, system="specter")
+    assert list(spread["metric"]) == list(report.HEADLINE_METRICS["csfcube"])
     row = spread.iloc[0]
     assert row["seed0"] == row["seed1"] == row["mean"] == row["min"] == row["max"] and row["range"] == 0 and row["n_seeds"] == 2
     with pytest.raises(KeyError, match="no system"):
-        suite.seed_spread(seeds, system="unifar-trained")
+        report.seed_spread(seeds, system="unifar-trained")

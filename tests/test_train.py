@@ -11,19 +11,15 @@ import pytest
 import torch
 
 from unifar import UniFAR, UniFARConfig
-from unifar.construction.ftu import FTU, FTUDataset, load_ftus, write_ftus
+from unifar.construction.ftu import FTU
+from unifar.construction.ftu_files import FTUDataset, load_ftus, write_ftus
 from unifar.construction.questions import Question
-from unifar.train import (
-    TrainArgs,
-    TrainingDiverged,
-    build_ftu_batch,
-    ftu_batch_loss,
-    latest_checkpoint,
-    make_optimizer,
-    read_log,
-    train,
-    warmup_linear_factor,
-)
+from unifar.checkpoints import latest_checkpoint
+from unifar.objective import build_ftu_batch, ftu_batch_loss
+from unifar.optim import make_optimizer, warmup_linear_factor
+from unifar.config import TrainArgs
+from unifar.train import TrainingDiverged, train
+from unifar.training_log import read_log
 
 from .conftest import SENTS
 
@@ -240,7 +236,7 @@ def test_run_files(make_model, tmp_path):
 
 
 def test_nan_loss_raises_training_diverged(make_model, tmp_path, monkeypatch):
-    import unifar.train as T
+    import unifar.objective as T
 
     real = T.doc_doc_loss
     calls = {"n": 0}
@@ -336,7 +332,7 @@ def test_plot_losses(tmp_path):
 # ----------------------------------------------------------------------------- frozen base, question-only facets
 def test_frozen_state_cache_gives_the_same_loss(make_model):
     """Cached base states are the states the base would compute (eval mode): same loss terms."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     model = make_model()
     model.eval()
@@ -356,7 +352,7 @@ def test_training_and_evaluation_share_the_frozen_base_states(make_model, tmp_pa
     """Rows are keyed by token ids: the states a frozen-base training run cached for its documents
     and questions serve a later evaluation of the trained model (another process, same base)
     without running the base again."""
-    from unifar.model import TokenStateCache
+    from unifar.caching import TokenStateCache
 
     model = make_model(**small())
     ds = make_dataset(8)
@@ -455,13 +451,13 @@ def test_train_top_layers_trains_only_those_layers(make_model, tmp_path):
 
 def test_top_layers_dropout_switch(make_model):
     """The trained top layers run without dropout unless asked (a CPU speed choice)."""
-    from unifar.train import _frozen_base_mode
+    from unifar.frozen_base import frozen_base_mode
 
     model = make_model()
     model.train()
-    _frozen_base_mode(model, 1)
+    frozen_base_mode(model, 1)
     assert not any(m.training for m in model.base.modules())
-    _frozen_base_mode(model, 1, dropout=True)
+    frozen_base_mode(model, 1, dropout=True)
     top = set(map(id, model.top_base_layers(1).modules()))
     assert all(m.training == (id(m) in top) for m in model.base.modules())
 
@@ -476,7 +472,7 @@ def test_train_top_layers_rejects_a_base_it_cannot_split(make_model):
 # ----------------------------------------------------------------------------- run summaries
 def test_summarize_log_on_a_real_run(make_model, tmp_path):
     """The summary reads a run's log.jsonl: first/last records, window means, held-out records."""
-    from unifar.train import summarize_log
+    from unifar.training_log import summarize_log
 
     res = train(None, make_dataset(n_ftus=12), args_for(tmp_path, max_steps=4, eval_fraction=0.25, eval_every=2),
                 model=make_model(**small()))
@@ -494,7 +490,7 @@ def test_summarize_log_on_a_real_run(make_model, tmp_path):
 
 def test_facet_attention_stats_untrained_is_uniform(make_model):
     """The identity-initialised model attends uniformly: entropy 1, gold mass = uniform's."""
-    from unifar.evaluate import facet_attention_stats
+    from unifar.evaluation.attention import facet_attention_stats
 
     model = make_model()
     docs = [_doc(i) for i in range(6)] + [_doc(9, labelled=False)]

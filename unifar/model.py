@@ -2,85 +2,44 @@
 
 Reading order, with the paper's symbols:
 
-* :func:`sentence_states` -- section 3.1, ``S_i = MeanPool(T_{S_i})`` for the whole batch at once;
+* :func:`unifar.pooling.sentence_states` -- section 3.1, ``S_i = MeanPool(T_{S_i})`` for the
+  whole batch at once;
 * :meth:`UniFAR.facet_queries` -- section 3.2, ``Q = Add&Norm(MLP([A ; E_input]))``;
 * :meth:`UniFAR.aggregate` -- section 3.2, ``E_facet = MHA_sent(Q, S, S)`` if ``|S| >= N_facet``
   else ``MHA_tok(Q, T, T)``, chosen per input inside one batch;
 * :meth:`UniFAR.encode_documents` / :meth:`UniFAR.encode_questions` -- the public encoders.
 
 Scoring with the facet similarity matrix (section 3.3) lives in :mod:`unifar.scoring`, the losses
-(section 4.2) in :mod:`unifar.losses`.
+(section 4.2) in :mod:`unifar.losses`, the cache of a frozen base's token states in
+:mod:`unifar.caching`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base_models import load_encoder
+from .base_models import encoder_layers, load_encoder, run_layers, top_encoder_layers
 from .config import UniFARConfig
+from .pooling import length_order, sentence_states
+from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
 
-__all__ = ["UniFAR", "UniFAROutput", "FacetEncoding", "TokenStateCache", "sentence_states", "pick_device"]
+if TYPE_CHECKING:
+    from .caching import TokenStateCache
+
+__all__ = ["UniFAR", "UniFAROutput", "FacetEncoding"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 BASE_DIR = "base"
-
-
-def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """``device`` if given, else CUDA when present, else CPU.
-
-    A bare ``cuda`` gets the current GPU's index: ``torch.cuda.set_device`` refuses a device
-    without one, and ``torch.device("cuda") != torch.device("cuda:0")`` in comparisons.
-
-    >>> pick_device("cpu")
-    device(type='cpu')
-    """
-    d = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-    if d.type == "cuda" and d.index is None:
-        d = torch.device("cuda", torch.cuda.current_device())
-    return d
-
-
-def sentence_states(tokens: torch.Tensor, sentence_ids: torch.Tensor, n_max: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean of the token states of each sentence, for a whole batch with one batched matmul.
-
-    ``tokens`` [B, L, h]; ``sentence_ids`` [B, L] with -1 for tokens outside any sentence.
-    Returns the states [B, n_max, h] and a mask [B, n_max] of sentences that exist.
-
-    >>> T = torch.tensor([[[1.0], [3.0], [5.0], [7.0]]])
-    >>> S, m = sentence_states(T, torch.tensor([[-1, 0, 0, 1]]), 3)
-    >>> S.squeeze(-1).tolist(), m.tolist()
-    ([[4.0, 7.0, 0.0]], [[True, True, False]])
-    """
-    member = (sentence_ids.unsqueeze(-1) == torch.arange(n_max, device=tokens.device)).to(tokens.dtype)  # [B, L, n]
-    sums = member.transpose(1, 2) @ tokens  # [B, n, h]
-    counts = member.sum(dim=1)  # [B, n]
-    return sums / counts.clamp(min=1).unsqueeze(-1), counts > 0
-
-
-_SPLITTABLE = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
-
-
-def _layer_attention_mask(config: Any, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
-    """The padding mask a BERT-style layer expects, built the way the encoder builds it."""
-    try:  # transformers >= 4.56: the attention implementation decides the mask's form
-        from transformers.masking_utils import create_bidirectional_mask
-
-        return create_bidirectional_mask(config=config, inputs_embeds=hidden, attention_mask=attention_mask)
-    except ImportError:  # older: an additive float mask [B, 1, 1, L]
-        m = attention_mask[:, None, None, :].to(hidden.dtype)
-        return (1.0 - m) * torch.finfo(hidden.dtype).min
 
 
 @dataclass
@@ -108,165 +67,6 @@ class FacetEncoding:
 
     def __len__(self) -> int:
         return self.embeddings.shape[0]
-
-
-class TokenStateCache:
-    """Token states of a *frozen* base encoder, computed once per input (by a key) and reused.
-
-    Every input is keyed by its token ids (:meth:`item_key`), so training and evaluation share
-    rows: training with ``TrainArgs.freeze_base`` (only the anchors and the aggregation module
-    train; our CPU profile) pays the base once per document and question, and at evaluation the
-    models that share one base (untrained UniFAR and one trained with a frozen base) run it once
-    per input (:meth:`UniFAR.encode`'s ``state_cache``). Missing rows are encoded in batched
-    calls. With ``top_layers=k`` it holds the states entering the base's top ``k`` layers, which
-    then run (and train) on every use. :meth:`on_disk` backs it by files that later processes
-    read back: the chapters of one execution encode each text once (chapter 4 trains on the
-    states of the FTU documents and checks fold1_dev, chapter 5 evaluates on what is left).
-    """
-
-    def __init__(self, chunk_size: int = 32, top_layers: int = 0) -> None:
-        # Keyed by a digest of the caller's key (a document id, or a whole token-id string), so
-        # that the keys of a saved cache are short and fixed-size (:meth:`save`).
-        self.states: dict[str, torch.Tensor] = {}
-        # > 0: cache the states entering the top ``top_layers`` base layers instead of the last
-        # ones (those layers then train: ``TrainArgs.train_top_layers``).
-        self.top_layers = top_layers
-        self.hits = 0
-        self.misses = 0
-        # Missing rows are encoded in length-sorted chunks, each padded only to its own longest
-        # row: one padded batch of a hundred abstracts costs about twice as much.
-        self.chunk_size = chunk_size
-        self.path: Path | None = None  # set by :meth:`on_disk`
-        self.fingerprint: str | None = None
-        self._saved = 0  # rows already in the files of ``path``
-        self._saved_keys: set[str] = set()
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    @staticmethod
-    def _digest(key: str) -> str:
-        import hashlib
-
-        return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
-
-    @staticmethod
-    def item_key(input_ids: Sequence[int]) -> str:
-        """The key of one tokenised input: its token ids (the states depend on nothing else).
-
-        >>> TokenStateCache.item_key([101, 7592, 102])
-        '101 7592 102'
-        """
-        return " ".join(map(str, input_ids))
-
-    @classmethod
-    def batch_keys(cls, batch: Batch) -> list[str]:
-        """:meth:`item_key` of every row of a collated (right-padded) batch."""
-        lengths = batch.attention_mask.sum(dim=1).tolist()
-        ids = batch.input_ids.tolist()
-        return [cls.item_key(row[: int(n)]) for row, n in zip(ids, lengths)]
-
-    @staticmethod
-    def base_fingerprint(model: "UniFAR", top_layers: int = 0) -> str:
-        """A digest of the base encoder's weights (every tensor's name, shape, dtype and bytes),
-        ``top_layers`` and the device type: states cached for one base are never read for another,
-        and states computed on CUDA (bf16 autocast by default) never stand in for CPU ones."""
-        import hashlib
-
-        h = hashlib.blake2b(f"top_layers={top_layers};device={model.device.type}".encode(), digest_size=12)
-        for name, t in sorted(model.base.state_dict().items()):
-            t = t.detach().to("cpu").contiguous().reshape(-1)
-            h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        return h.hexdigest()
-
-    @classmethod
-    def on_disk(cls, model: "UniFAR", cache_dir: str | os.PathLike[str], top_layers: int = 0,
-                chunk_size: int = 32) -> "TokenStateCache":
-        """A cache backed by the files ``cache_dir/states-<fingerprint>-<n>.safetensors``: the rows
-        earlier runs saved for the same base weights are loaded, and :meth:`save` adds a file with
-        the new rows (so a save never rewrites gigabytes already on disk). Lets a later notebook
-        reuse the frozen base's states an earlier one computed, instead of running the encoder
-        over the same documents again. A torn file is skipped with a warning (its rows are
-        encoded again)."""
-        from safetensors.torch import load_file
-
-        cache = cls(chunk_size=chunk_size, top_layers=top_layers)
-        cache.fingerprint = cls.base_fingerprint(model, top_layers)
-        cache_dir = Path(cache_dir)
-        cache.path = cache_dir / f"states-{cache.fingerprint}"
-        for shard in sorted(cache_dir.glob(f"states-{cache.fingerprint}*.safetensors")):
-            try:
-                cache.states.update(load_file(str(shard), device=str(model.device)))
-            except Exception as e:  # a torn or foreign file: skip it, never fail the run for a cache
-                import warnings
-
-                warnings.warn(f"{shard}: unreadable token-state cache ({e}); its rows will be encoded again", stacklevel=2)
-        cache._saved = len(cache.states)
-        cache._saved_keys = set(cache.states)
-        return cache
-
-    def save(self) -> Path | None:
-        """Write the rows added since the cache was read to a new file of :meth:`on_disk`
-        (atomically). Returns the path written, or None when there was nothing new (or no file)."""
-        import uuid
-
-        from safetensors.torch import save_file
-
-        from .files import atomic_file
-
-        if self.path is None or len(self.states) == self._saved:
-            return None
-        new = {k: v.to("cpu") for k, v in self.states.items() if k not in self._saved_keys}
-        path = self.path.with_name(f"{self.path.name}-{uuid.uuid4().hex[:8]}.safetensors")
-        atomic_file(path, lambda tmp: save_file(new, str(tmp), metadata={"fingerprint": str(self.fingerprint)}))
-        self._saved = len(self.states)
-        self._saved_keys |= set(new)
-        return path
-
-    def fill(self, model: UniFAR, items: Sequence[EncodedInput], batch_size: int = 32,
-             show_progress: bool = False) -> int:
-        """Encode every input not cached yet, in length-sorted batches (the fast way to warm the
-        cache before training). Returns how many inputs were encoded."""
-        from tqdm.auto import tqdm
-
-        keys = [self._digest(self.item_key(it.input_ids)) for it in items]
-        todo = sorted({k: i for i, k in enumerate(keys) if k not in self.states}.values(), key=lambda i: -len(items[i].input_ids))
-        pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-        for s in tqdm(range(0, len(todo), batch_size), desc="caching base states", disable=not show_progress):
-            part = todo[s : s + batch_size]
-            batch = collate([items[i] for i in part], pad).to(model.device)
-            with torch.no_grad():
-                states = model.lower_states(batch, self.top_layers)
-            lengths = batch.attention_mask.sum(dim=1).tolist()
-            for j, i in enumerate(part):
-                self.states[keys[i]] = states[j, : int(lengths[j])].detach().clone()  # own storage: no padded batch kept alive
-        return len(todo)
-
-    def token_states(self, model: UniFAR, batch: Batch) -> torch.Tensor:
-        """``[B, L, h]`` token states of ``batch`` (rows keyed by :meth:`batch_keys`), zero-padded."""
-        lengths = batch.attention_mask.sum(dim=1).tolist()
-        keys = [self._digest(k) for k in self.batch_keys(batch)]
-        missing = [i for i, k in enumerate(keys) if k not in self.states]
-        self.misses += len(missing)
-        self.hits += len(keys) - len(missing)
-        missing.sort(key=lambda i: -lengths[i])
-        for start in range(0, len(missing), self.chunk_size):
-            part = missing[start : start + self.chunk_size]
-            idx = torch.tensor(part, device=batch.input_ids.device)
-            width = int(lengths[part[0]])
-            sub = Batch(batch.input_ids[idx, :width], batch.attention_mask[idx, :width], batch.sentence_ids[idx, :width],
-                        batch.n_sentences[idx], batch.has_title[idx])
-            with torch.no_grad():
-                states = model.lower_states(sub, self.top_layers)
-            for j, i in enumerate(part):
-                self.states[keys[i]] = states[j, : int(lengths[i])].detach().clone()
-        first = self.states[keys[0]]
-        out = first.new_zeros(len(keys), batch.input_ids.shape[1], first.shape[-1])
-        for i, k in enumerate(keys):  # one copy per input row (not per token)
-            out[i, : int(lengths[i])] = self.states[k]
-        return out
-
 
 
 class UniFAR(nn.Module):
@@ -387,24 +187,12 @@ class UniFAR(nn.Module):
     # below (``TrainArgs.train_top_layers``): ``upper_states(lower_states(b, k), mask, k)`` equals
     # ``token_states(b)`` on every real token.
     def base_layers(self) -> nn.ModuleList:
-        """The base encoder's transformer layers (BERT-style encoders: ``base.encoder.layer``)."""
-        layers = getattr(getattr(self.base, "encoder", None), "layer", None)
-        model_type = getattr(self.base.config, "model_type", "?")
-        # MPNet-style encoders add a relative position bias inside the encoder, which a layer
-        # called on its own would miss.
-        if not isinstance(layers, nn.ModuleList) or model_type not in _SPLITTABLE:
-            raise NotImplementedError(
-                f"training only the top layers needs a BERT-style base ({', '.join(sorted(_SPLITTABLE))}); "
-                f"{self.config.base_model!r} is {model_type!r}: train the whole base or freeze it"
-            )
-        return layers
+        """The base encoder's transformer layers (:func:`~unifar.base_models.encoder_layers`)."""
+        return encoder_layers(self.base, self.config.base_model)
 
     def top_base_layers(self, k: int) -> nn.ModuleList:
         """The top ``k`` (>= 1) layers of the base, checked against its depth."""
-        layers = self.base_layers()
-        if not 0 < k <= len(layers):
-            raise ValueError(f"top_layers must be in [0, {len(layers)}] for this base, got {k}")
-        return layers[len(layers) - k :]
+        return top_encoder_layers(self.base, k, self.config.base_model)
 
     def lower_states(self, batch: Batch, top_layers: int) -> torch.Tensor:
         """``[B, L, h]`` hidden states entering the top ``top_layers`` layers of the base."""
@@ -416,37 +204,11 @@ class UniFAR(nn.Module):
 
     def upper_states(self, hidden: torch.Tensor, attention_mask: torch.Tensor, top_layers: int,
                      chunk_size: int | None = 8) -> torch.Tensor:
-        """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from :meth:`lower_states`).
-
-        Rows are sorted by length and run in chunks of ``chunk_size``, each padded only to its own
-        longest row (``None``: one padded batch). The layers are where training spends its time,
-        and a training batch mixes short questions with long abstracts: one padded batch would
-        pay for about twice the tokens. Padding tokens come back as zeros.
-        """
+        """Run the top ``top_layers`` layers of the base on ``hidden`` [B, L, h] (from
+        :meth:`lower_states`) in length-sorted chunks (:func:`~unifar.base_models.run_layers`)."""
         if top_layers == 0:
             return hidden
-        layers = self.top_base_layers(top_layers)
-        lengths = attention_mask.sum(dim=1)
-
-        def run(h: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-            mask = _layer_attention_mask(self.base.config, h, m)
-            for layer in layers:
-                out = layer(h, mask)
-                h = out[0] if isinstance(out, tuple) else out
-            return h
-
-        B = hidden.shape[0]
-        if chunk_size is None or B <= chunk_size:
-            return run(hidden, attention_mask) * attention_mask.unsqueeze(-1).to(hidden.dtype)
-        order = torch.argsort(lengths, descending=True, stable=True)
-        parts = []
-        for s in range(0, B, chunk_size):
-            idx = order[s : s + chunk_size]
-            width = int(lengths[idx[0]])
-            out = run(hidden[idx, :width], attention_mask[idx, :width]) * attention_mask[idx, :width].unsqueeze(-1).to(hidden.dtype)
-            parts.append(F.pad(out, (0, 0, 0, hidden.shape[1] - width)))
-        # one differentiable gather back into input order (no in-place writes into a leaf)
-        return torch.cat(parts)[torch.argsort(order)]
+        return run_layers(self.base, self.top_base_layers(top_layers), hidden, attention_mask, chunk_size)
 
     def facet_queries(self, e_input: torch.Tensor) -> torch.Tensor:
         """Q_facet = LayerNorm(A + MLP([A ; E_input])) for each input: [B, h] -> [B, F, h]."""
@@ -506,14 +268,8 @@ class UniFAR(nn.Module):
             Td, Sd = tokens.detach(), S.detach()
             Qd = self.facet_queries(self._input_embedding(Td, Sd, batch.has_title))
             _, kl_attn = self._attend(self.mha_sent, Qd, Sd, sent_mask)
-        return UniFAROutput(
-            embeddings=F.normalize(emb.float(), dim=-1),
-            attention=attn,
-            uses_sentences=use_sent,
-            sentence_mask=sent_mask,
-            token_mask=tok_mask,
-            kl_attention=kl_attn,
-        )
+        return UniFAROutput(embeddings=F.normalize(emb.float(), dim=-1), attention=attn, uses_sentences=use_sent,
+                            sentence_mask=sent_mask, token_mask=tok_mask, kl_attention=kl_attn)
 
     def forward(self, batch: Batch, need_kl_attention: bool = False) -> UniFAROutput:
         """Facet aggregation (:meth:`aggregate`) on the base encoder's token states of ``batch``."""
@@ -570,7 +326,7 @@ class UniFAR(nn.Module):
         was_training = self.training
         self.eval()
         n = len(items)
-        order = sorted(range(n), key=lambda i: -len(items[i].input_ids))
+        order = length_order([len(it.input_ids) for it in items]).tolist()
         starts = list(range(0, n, batch_size))
         show = show_progress if show_progress is not None else len(starts) > 4
         dev = self.device
@@ -601,14 +357,9 @@ class UniFAR(nn.Module):
                     branch[i], units[i] = "token", self.tokenizer.convert_ids_to_tokens(items[i].input_ids)
                 attention[i] = att[j, :, :k].clone()
         self.train(was_training)
-        return FacetEncoding(
-            embeddings=embeddings,
-            attention=attention,  # type: ignore[arg-type]
-            branch=branch,
-            units=units,
-            facets=self.config.facets,
-            truncated=[x.truncated for x in items],
-        )
+        return FacetEncoding(embeddings=embeddings, attention=attention,  # type: ignore[arg-type]
+                             branch=branch, units=units, facets=self.config.facets,
+                             truncated=[x.truncated for x in items])
 
     # ------------------------------------------------------------------ parameter groups
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:

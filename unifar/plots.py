@@ -6,9 +6,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["plot_attention", "plot_facet_similarity", "plot_results", "plot_losses"]
+from .facets import FACET_SHORT
 
-FACET_SHORT = {"background": "bg", "method": "mt", "result": "rs"}
+__all__ = ["plot_attention", "plot_facet_similarity", "plot_results", "plot_losses"]
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -111,7 +111,7 @@ def plot_losses(
     import seaborn as sns
 
     if isinstance(log_path_or_records, (str, bytes)) or hasattr(log_path_or_records, "__fspath__"):
-        from .train import read_log
+        from .training_log import read_log
 
         records = read_log(log_path_or_records)
     else:

@@ -65,7 +65,7 @@ def _full(chapter: str, name: str, root: Path) -> dict[str, Any] | None:
 
 def _specter_rows(data_dir: Path) -> list[SummaryRow]:
     from .datasets.csfcube import load_csfcube
-    from .evaluate import evaluate_csfcube_rankings, read_ranked_pools
+    from .evaluation.csfcube import evaluate_csfcube_rankings, read_ranked_pools
 
     cube = load_csfcube(data_dir)
     measured = evaluate_csfcube_rankings(read_ranked_pools(data_dir / "sample_ranked_pools"), cube)

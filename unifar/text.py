@@ -4,16 +4,19 @@ A document becomes ``[CLS] Title [SEP] S1 [SEP] ... [SEP] Sd [SEP]`` and a quest
 document without a title) ``[CLS] S1 [SEP] ... [SEP] Sq [SEP]``, always with the tokenizer's own
 special tokens (``<s>``/``</s>`` for MPNet). Every token carries the index of the sentence it
 belongs to (the title is sentence 0 of a document; special tokens belong to none), so sentence
-states can be pooled for the whole batch with one matrix product in :mod:`unifar.model`.
+states can be pooled for the whole batch with one matrix product
+(:func:`unifar.pooling.sentence_states`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch loads only when a batch is built: the dataset loaders use this module torch-free
+    import torch
+
 
 __all__ = [
     "split_sentences",
@@ -200,6 +203,8 @@ class Batch:
 
 def collate(items: Sequence[EncodedInput], pad_id: int) -> Batch:
     """Right-pad a list of inputs into a :class:`Batch`."""
+    import torch
+
     if not items:
         raise ValueError("cannot collate an empty batch")
     L = max(len(x.input_ids) for x in items)

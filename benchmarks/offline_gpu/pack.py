@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> dict:
                     *WHEELS], check=True)
     size = sum(f.stat().st_size for f in PAYLOAD.rglob("*") if f.is_file())
 
-    from unifar.baselines import MeanPoolingEncoder, document_text
+    from unifar.evaluation.mean_pooling import MeanPoolingEncoder
+    from unifar.evaluation.texts import document_text
     from unifar.datasets.csfcube import load_csfcube
-    from unifar.suite import git_commit, machine_info
+    from unifar.runtime import git_commit, machine_facts
 
     cube = load_csfcube("data/csfcube")
     pids = cube.pool_pids()[: args.check_docs]
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "fp32 model: cosine of mean-pooled embeddings of CSFCube abstracts",
         "vocabulary_rows_sent": len(rows), "payload_mib": round(size / 2**20, 1), "documents": len(pids),
         "cosine_min": round(float(cos.min()), 6), "cosine_mean": round(float(cos.mean()), 6),
-        "machine": machine_info(), "git": git_commit(),
+        "machine": machine_facts(), "git": git_commit(),
     }
     print(json.dumps({k: v for k, v in report.items() if k not in ("machine", "git")}))
     if args.json:

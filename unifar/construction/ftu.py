@@ -1,4 +1,6 @@
-"""Facet-Aware Training Units (section 4.1): merging facet triplets, the on-disk format, statistics.
+"""Facet-Aware Training Units (section 4.1): the FTU record and how FTUs are made from facet
+triplets. The on-disk folder is :mod:`unifar.construction.ftu_files`, the counts of an FTU set
+:mod:`unifar.construction.ftu_statistics`.
 
 An FTU is ``{d_q, D_pos^(f), D_neg^(f), q^(f) | f in {bg, mt, rs}}``. In memory and on disk it
 refers to documents by id::
@@ -19,13 +21,6 @@ whose sides are ``{"corpus_id", "title", "abstract"}`` (these have no facet: pas
 Our choices where the paper is silent: a document that is both a positive and a negative of the
 same query and facet stays a positive only; a triplet whose positive or negative *is* the query
 is dropped. Both are counted and logged.
-
-A folder of FTUs holds ``documents.jsonl`` (one document per line: ``{"id", "title",
-"sentences", "labels", "source", "field"}``), ``ftus.jsonl`` (one FTU per line) and
-``manifest.json`` (``schema_version``, counts, provenance, the creating command, file hashes).
-:func:`write_ftus` writes into a temporary sibling folder and renames it into place;
-:func:`load_ftus` checks the schema version, every line, the counts and that every referenced
-document exists, naming file and line in its errors.
 """
 
 from __future__ import annotations
@@ -35,53 +30,40 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ..files import atomic_dir, sha256_file
-from ..text import split_sentences
-from ..datasets.csfcube import FACETS
-from .questions import Question, QuestionGenerator
 from ..datasets.schema import make_document
+from ..facets import FACETS, normalise_facet
+from ..text import split_sentences
+from .questions import Question, QuestionGenerator
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "FACET_ALIASES",
-    "normalise_facet",
-    "Triplet",
-    "FTU",
-    "FTUDataset",
-    "read_triplets",
-    "merge_triplets",
-    "fill_questions",
-    "validate_document",
-    "write_ftus",
-    "load_ftus",
-    "ftu_statistics",
-    "field_table",
-]
+__all__ = ["validate_document", "Triplet", "FTU", "read_triplets", "merge_triplets", "fill_questions"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-FACET_ALIASES: dict[str, str] = {
-    "bg": "background", "background": "background",
-    "mt": "method", "method": "method", "methods": "method",
-    "rs": "result", "result": "result", "results": "result",
-}
+
+# ----- documents --------------------------------------------------------------------------------
+_DOC_KEYS = ("id", "title", "sentences", "labels", "source", "field")
 
 
-def normalise_facet(facet: Any) -> str:
-    """``"bg"``/``"Method"``/``"results"`` -> ``"background"``/``"method"``/``"result"``.
-
-    >>> normalise_facet("RS"), normalise_facet("method")
-    ('result', 'method')
-    """
-    key = str(facet).strip().lower()
-    if key not in FACET_ALIASES:
-        raise ValueError(f"unknown facet {facet!r}; expected one of {FACETS} (or bg, mt, rs)")
-    return FACET_ALIASES[key]
+def validate_document(rec: Any, where: str = "document") -> dict[str, Any]:
+    """Check one document against the common schema (:func:`unifar.datasets.schema.make_document`:
+    ``{"id", "title", "sentences", "labels", "source", "field"}`` plus extras) and return it.
+    Every problem is a ``ValueError`` whose message starts with ``where``."""
+    if not isinstance(rec, Mapping):
+        raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    missing = [k for k in ("id", "title", "sentences", "source") if k not in rec]
+    if missing:
+        raise ValueError(f"{where}: missing field(s) {missing}")
+    extra = {k: v for k, v in rec.items() if k not in _DOC_KEYS}
+    try:
+        return make_document(
+            rec["id"], rec["title"], rec["sentences"], rec.get("labels"),
+            source=rec["source"], field=rec.get("field"), where=where, **extra,
+        )
+    except TypeError as err:
+        raise ValueError(str(err)) from None
 
 
 # ----- triplets ---------------------------------------------------------------------------------
@@ -240,7 +222,7 @@ def merge_triplets(triplets: Iterable[Triplet | Mapping[str, Any]], facet: str |
 
     Triplets are :class:`Triplet` objects or mappings ``{"query_id", "pos_id", "neg_id",
     "facet"}``; ``facet`` is used for mappings without one (e.g. the rows of
-    :func:`unifar.datasets.corpora.load_scirepeval_triplets`).
+    :func:`unifar.datasets.scirepeval.load_scirepeval_triplets`).
 
     >>> ftus = merge_triplets([Triplet("q", "a", "x", "method"), Triplet("q", "b", "x", "method"),
     ...                        Triplet("q", "a", "y", "result"), Triplet("r", "c", "z", "background")])
@@ -327,240 +309,3 @@ def fill_questions(
                 ftu.questions[f] = q
                 counts["generated"] += 1
     return counts
-
-
-# ----- documents --------------------------------------------------------------------------------
-_DOC_KEYS = ("id", "title", "sentences", "labels", "source", "field")
-
-
-def validate_document(rec: Any, where: str = "document") -> dict[str, Any]:
-    """Check one document against the common schema (:func:`unifar.datasets.schema.make_document`:
-    ``{"id", "title", "sentences", "labels", "source", "field"}`` plus extras) and return it.
-    Every problem is a ``ValueError`` whose message starts with ``where``."""
-    if not isinstance(rec, Mapping):
-        raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-    missing = [k for k in ("id", "title", "sentences", "source") if k not in rec]
-    if missing:
-        raise ValueError(f"{where}: missing field(s) {missing}")
-    extra = {k: v for k, v in rec.items() if k not in _DOC_KEYS}
-    try:
-        return make_document(
-            rec["id"], rec["title"], rec["sentences"], rec.get("labels"),
-            source=rec["source"], field=rec.get("field"), where=where, **extra,
-        )
-    except TypeError as err:
-        raise ValueError(str(err)) from None
-
-
-# ----- on disk ----------------------------------------------------------------------------------
-@dataclass
-class FTUDataset:
-    """FTUs with the documents they refer to and the folder's manifest."""
-
-    ftus: list[FTU]
-    documents: dict[str, dict[str, Any]]
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.ftus)
-
-    def query_doc(self, ftu: FTU) -> dict[str, Any]:
-        return self.documents[ftu.query]
-
-    def statistics(self) -> dict[str, Any]:
-        return ftu_statistics(self.ftus, self.documents)
-
-
-def write_ftus(
-    folder: str | os.PathLike[str],
-    ftus: Sequence[FTU],
-    documents: Mapping[str, Mapping[str, Any]],
-    command: str | None = None,
-    provenance: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
-    all_documents: bool = False,
-    created_at: str | None = None,
-) -> Path:
-    """Write an FTU folder atomically and return its path.
-
-    Only the documents the FTUs refer to are written (in first-reference order) unless
-    ``all_documents``. ``command`` (how the folder was made, e.g. a CLI line or notebook name)
-    and ``provenance`` (free-form, e.g. ``{"labels": "llm:<model>", "triplets": "..."}``) go
-    into the manifest verbatim: keep machine paths out of them.
-    """
-    folder = Path(folder)
-    if folder.exists() and not overwrite:
-        raise FileExistsError(f"{folder} exists; pass overwrite=True to replace it")
-    order: dict[str, None] = {}
-    for k, ftu in enumerate(ftus):
-        for d in ftu.doc_ids():
-            if d not in documents:
-                raise KeyError(f"FTU {k} (query {ftu.query!r}) refers to document {d!r}, which is not in documents")
-            order[d] = None
-    if all_documents:
-        order.update(dict.fromkeys(documents))
-    docs = [validate_document(documents[d], f"document {d!r}") for d in order]
-
-    def write(tmp: Path) -> None:
-        with open(tmp / "documents.jsonl", "w", encoding="utf-8") as f:
-            for doc in docs:
-                f.write(json.dumps(doc, ensure_ascii=False) + "\n")
-        with open(tmp / "ftus.jsonl", "w", encoding="utf-8") as f:
-            for ftu in ftus:
-                f.write(json.dumps(ftu.to_dict(), ensure_ascii=False) + "\n")
-        from .. import __version__
-
-        stats = ftu_statistics(ftus, {d["id"]: d for d in docs})
-        manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "format": "unifar-ftus",
-            "created_by": f"unifar {__version__}",
-            "created_at": created_at or datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-            "command": command,
-            "provenance": dict(provenance or {}),
-            "counts": {"ftus": len(ftus), "documents": len(docs)},
-            "statistics": stats,
-            "files": {
-                name: {"sha256": sha256_file(tmp / name), "lines": n}
-                for name, n in (("documents.jsonl", len(docs)), ("ftus.jsonl", len(ftus)))
-            },
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-    atomic_dir(folder, write)
-    return folder
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"FTU folder file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            where = f"{path.name}:{lineno}"
-            if not line.strip():
-                continue
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
-
-
-def load_ftus(folder: str | os.PathLike[str], verify_hashes: bool = True) -> FTUDataset:
-    """Read an FTU folder written by :func:`write_ftus`, checking it thoroughly."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"FTU folder not found: {folder}")
-    mpath = folder / "manifest.json"
-    if not mpath.is_file():
-        raise FileNotFoundError(f"{mpath} missing: not an FTU folder")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{mpath}:{err.lineno}: malformed JSON ({err.msg})") from None
-    version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ValueError(
-            f"{mpath}: schema_version {version!r} is not supported; this version of unifar reads {SCHEMA_VERSION}"
-        )
-    documents: dict[str, dict[str, Any]] = {}
-    dpath = folder / "documents.jsonl"
-    for where, rec in _read_jsonl(dpath):
-        doc = validate_document(rec, f"{folder / where}")
-        if doc["id"] in documents:
-            raise ValueError(f"{folder / where}: duplicate document id {doc['id']!r}")
-        documents[doc["id"]] = doc
-    ftus: list[FTU] = []
-    fpath = folder / "ftus.jsonl"
-    for where, rec in _read_jsonl(fpath):
-        try:
-            ftu = FTU.from_dict(rec) if isinstance(rec, Mapping) else None
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{folder / where}: {err}") from None
-        if ftu is None:
-            raise ValueError(f"{folder / where}: expected a JSON object")
-        for part, lists in (("positives", ftu.positives), ("negatives", ftu.negatives)):
-            for f, ids in lists.items():
-                for d in ids:
-                    if d not in documents:
-                        raise ValueError(f"{folder / where}: {part}[{f}] refers to unknown document {d!r} (not in {dpath.name})")
-        if ftu.query not in documents:
-            raise ValueError(f"{folder / where}: query refers to unknown document {ftu.query!r} (not in {dpath.name})")
-        ftus.append(ftu)
-    files = manifest.get("files", {})
-    for name, n in (("documents.jsonl", len(documents)), ("ftus.jsonl", len(ftus))):
-        expected = files.get(name, {})
-        if "lines" in expected and expected["lines"] != n:
-            raise ValueError(f"{folder / name}: {n} records but manifest.json says {expected['lines']} (truncated or edited?)")
-        if verify_hashes and "sha256" in expected and sha256_file(folder / name) != expected["sha256"]:
-            raise ValueError(f"{folder / name}: SHA-256 differs from manifest.json (file changed after writing)")
-    return FTUDataset(ftus=ftus, documents=documents, manifest=manifest)
-
-
-# ----- statistics (appendix B) ------------------------------------------------------------------
-def ftu_statistics(ftus: Sequence[FTU], documents: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts in the spirit of appendix B / table 4.
-
-    ``documents``: distinct documents the FTUs refer to; ``document_slots``: query + positives +
-    negatives summed over FTUs (a document counted once per appearance; the paper's "aggregating
-    all query, positive, and negative documents across FTUs" may mean either);
-    ``per_field``: ``{field: {"documents": distinct, "questions": questions of FTUs whose query
-    document has that field}}``; plus documents per source, questions per origin and facet,
-    positives/negatives per facet and sentence-label counts.
-    """
-    distinct: dict[str, None] = {}
-    slots = 0
-    pos_n: Counter[str] = Counter()
-    neg_n: Counter[str] = Counter()
-    with_facet: Counter[str] = Counter()
-    q_origin: Counter[str] = Counter()
-    q_facet: Counter[str] = Counter()
-    q_field: Counter[str] = Counter()
-    for ftu in ftus:
-        for d in ftu.doc_ids():
-            distinct[d] = None
-            slots += 1
-        for f in FACETS:
-            pos_n[f] += len(ftu.positives.get(f, []))
-            neg_n[f] += len(ftu.negatives.get(f, []))
-            with_facet[f] += bool(ftu.positives.get(f))
-        qfield = (documents.get(ftu.query) or {}).get("field") or "unknown"
-        for f, q in ftu.questions.items():
-            q_origin[q.origin] += 1
-            q_facet[f] += 1
-            q_field[qfield] += 1
-    per_source: Counter[str] = Counter()
-    per_field: Counter[str] = Counter()
-    labels: Counter[str] = Counter()
-    n_unlabelled = 0
-    for d in distinct:
-        doc = documents.get(d) or {}
-        per_source[doc.get("source") or "unknown"] += 1
-        per_field[doc.get("field") or "unknown"] += 1
-        if doc.get("labels") is None:
-            n_unlabelled += 1
-        else:
-            labels.update(lab or "none" for lab in doc["labels"])
-    fields = sorted(set(per_field) | set(q_field), key=lambda k: (-per_field[k], k))
-    return {
-        "ftus": len(ftus),
-        "documents": len(distinct),
-        "document_slots": slots,
-        "questions": sum(q_origin.values()),
-        "questions_per_origin": dict(sorted(q_origin.items())),
-        "questions_per_facet": {f: q_facet[f] for f in FACETS},
-        "ftus_with_facet": {f: with_facet[f] for f in FACETS},
-        "positives_per_facet": {f: pos_n[f] for f in FACETS},
-        "negatives_per_facet": {f: neg_n[f] for f in FACETS},
-        "documents_per_source": dict(sorted(per_source.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "per_field": {k: {"documents": per_field[k], "questions": q_field[k]} for k in fields},
-        "sentence_labels": {k: labels[k] for k in (*FACETS, "none")},
-        "unlabelled_documents": n_unlabelled,
-    }
-
-
-def field_table(stats: Mapping[str, Any]) -> Any:
-    """Table 4's layout (rows: fields; columns: documents, questions) as a pandas DataFrame."""
-    import pandas as pd
-
-    rows = [{"field": k, "documents": v["documents"], "questions": v["questions"]} for k, v in stats["per_field"].items()]
-    return pd.DataFrame(rows, columns=["field", "documents", "questions"]).set_index("field")

@@ -1,8 +1,8 @@
 """The offline sentence facet labeller: a :class:`~unifar.construction.labelling.SentenceLabeller`
 trained on CSAbstruct's human sentence roles, the stand-in for the paper's LLM labeller.
 
-A sentence is embedded by a :class:`~unifar.rhetoric.SentenceEncoder` (a plain base encoder with
-mean pooling, or one fine-tuned with a SciToricsBERT loss, :func:`unifar.rhetoric.finetune`),
+A sentence is embedded by a :class:`~unifar.rhetoric.encoder.SentenceEncoder` (a plain base encoder with
+mean pooling, or one fine-tuned with a SciToricsBERT loss, :func:`unifar.rhetoric.finetune.finetune`),
 then classified by a head:
 
 * ``"linear"``: multinomial logistic regression on the L2-normalised embedding (scikit-learn,
@@ -11,19 +11,14 @@ then classified by a head:
   broken by the summed similarity).
 
 Classes are the three facets, mapped from CSAbstruct's labels as CSFCube does
-(:data:`~unifar.datasets.corpora.CSABSTRUCT_TO_FACET`): background and objective -> background,
+(:data:`~unifar.facets.CSABSTRUCT_TO_FACET`): background and objective -> background,
 method -> method, result -> result; ``other`` sentences are left out of training and of
 evaluation. The labeller predicts a facet for every sentence (never ``None``) unless
 ``min_confidence`` is set, below which it answers ``None``.
 
-**Leakage.** 32 CSAbstruct abstracts are CSFCube papers (CSAbstruct was drawn from the same
-Semantic Scholar pool): 21 in ``train``, 8 in ``dev``, 3 in ``test``. CSFCube is an evaluation
-benchmark, so they must not train the labeller (the leakage rule: no evaluation document or question enters training data).
-:func:`csabstruct_training_documents` finds them with :func:`unifar.construction.leakage.find_leaks`
-against :func:`~unifar.construction.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
-no S2 ids, so they are caught by their text: the whole normalised abstract equal to a CSFCube
-abstract, or at least two shared long sentences) and drops them; the dropped ids are kept in
-the labeller's metadata and saved with it.
+**Leakage.** The training documents (:mod:`unifar.construction.labeller_data`) leave out the
+CSAbstruct abstracts that are CSFCube papers; the dropped ids are kept in the labeller's
+metadata and saved with it. Its scores are :mod:`unifar.construction.labeller_scores`.
 
 Saved as a folder: ``labeller.json`` (head, hyper-parameters, facets, encoder source, training
 metadata), ``head.safetensors`` (``W``/``b``, or the kNN memory ``embeddings``/``labels``) and,
@@ -39,128 +34,17 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from ..rhetoric import SentenceEncoder
-from ..datasets.corpora import load_csabstruct
-from .leakage import ForbiddenSet, LeakageReport, find_leaks, forbidden_from_repo_data
+from ..facets import FACETS
+from ..rhetoric.encoder import SentenceEncoder
+from .labeller_data import labelled_sentences
+from .labeller_scores import facet_scores
 
-__all__ = [
-    "FACETS",
-    "FacetLabeller",
-    "choose_regularisation",
-    "drop_leaking_documents",
-    "facet_scores",
-    "csabstruct_training_documents",
-]
+__all__ = ["FacetLabeller"]
 
-FACETS: tuple[str, ...] = ("background", "method", "result")
 CONFIG_NAME = "labeller.json"
 HEAD_NAME = "head.safetensors"
 ENCODER_DIR = "encoder"
 FORMAT_VERSION = 1
-
-
-# ----------------------------------------------------------------------------- leakage
-
-
-def drop_leaking_documents(
-    docs: Sequence[Mapping[str, Any]], forbidden: ForbiddenSet
-) -> tuple[list[Mapping[str, Any]], LeakageReport]:
-    """The documents that do not leak (:func:`~unifar.construction.leakage.find_leaks`), in order, and
-    the report of those that do."""
-    docs = list(docs)
-    report = find_leaks(docs, forbidden)
-    bad = {h.training_id for h in report.hits}
-    kept = [d for i, d in enumerate(docs) if str(d.get("id", f"#{i}")) not in bad]
-    return kept, report
-
-
-def csabstruct_training_documents(
-    splits: Sequence[str] = ("train",),
-    path: str | Path | None = None,
-    forbidden: ForbiddenSet | None = None,
-) -> tuple[list[dict[str, Any]], LeakageReport]:
-    """CSAbstruct documents of ``splits`` without the CSFCube papers (and any other evaluation
-    material of ``forbidden``, default :func:`~unifar.construction.leakage.forbidden_from_repo_data`).
-
-    Returns the kept documents and the leakage report (``report.hits`` names the dropped ids:
-    21 of ``train`` with the repository's data)."""
-    fs = forbidden if forbidden is not None else forbidden_from_repo_data()
-    docs: list[dict[str, Any]] = []
-    for sp in splits:
-        docs.extend(dict(d) for d in load_csabstruct(path, split=sp))
-    return drop_leaking_documents(docs, fs)  # type: ignore[return-value]
-
-
-def _labelled_sentences(docs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
-    """Sentences with a facet label (``None`` labels, e.g. CSAbstruct's ``other``, skipped)."""
-    sents: list[str] = []
-    labels: list[str] = []
-    for k, doc in enumerate(docs):
-        s, lab = doc.get("sentences"), doc.get("labels")
-        if s is None or lab is None or len(s) != len(lab):
-            raise ValueError(f"document {k} ({doc.get('id', '?')!r}) needs 'sentences' and one 'labels' entry each")
-        for text, facet in zip(s, lab):
-            if facet is None:
-                continue
-            if facet not in FACETS:
-                raise ValueError(f"document {k}: unknown facet {facet!r}; expected {FACETS}")
-            sents.append(text)
-            labels.append(facet)
-    return sents, labels
-
-
-def facet_scores(gold: Sequence[str], pred: Sequence[str | None]) -> dict[str, Any]:
-    """Accuracy, macro-F1 over the three facets, Cohen's kappa (agreement beyond chance, for
-    comparing two labellers when ``gold`` is itself predicted) and per-class precision / recall /
-    F1 / support (scikit-learn), plus the confusion matrix (rows gold, columns predicted, in
-    :data:`FACETS` order and a last column for ``None``). A ``None`` prediction counts as wrong.
-
-    >>> facet_scores(["method", "result", "result"], ["method", "result", None])["accuracy"]
-    0.6666666666666666
-    """
-    from sklearn.metrics import (
-        accuracy_score,
-        cohen_kappa_score,
-        confusion_matrix,
-        f1_score,
-        precision_recall_fscore_support,
-    )
-
-    if len(gold) != len(pred):
-        raise ValueError(f"{len(gold)} gold labels but {len(pred)} predictions")
-    pred_ = [p if p is not None else "none" for p in pred]
-    names = list(FACETS)
-    p, r, f, s = precision_recall_fscore_support(gold, pred_, labels=names, zero_division=0)
-    cm = confusion_matrix(gold, pred_, labels=names + ["none"])[: len(names)]
-    return {
-        "n": len(gold),
-        "accuracy": float(accuracy_score(gold, pred_)),
-        "macro_f1": float(f1_score(gold, pred_, labels=names, average="macro", zero_division=0)),
-        "cohen_kappa": float(cohen_kappa_score(gold, pred_, labels=names + ["none"])) if gold else float("nan"),
-        "per_class": {
-            c: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])}
-            for i, c in enumerate(names)
-        },
-        "confusion": cm.tolist(),
-    }
-
-
-def choose_regularisation(dev_scores: Mapping[float, float], tolerance: float = 0.01) -> float:
-    """The smallest ``C`` (strongest L2) whose dev score is within ``tolerance`` of the best.
-
-    A plain arg-max over a dev set of ~200 sentences picks between values one sentence apart
-    (0.005 macro-F1), a choice that float noise from another CPU can flip; within that noise the
-    simpler model wins (the "one standard error" habit of model selection).
-
-    >>> choose_regularisation({1.0: 0.508, 10.0: 0.513, 100.0: 0.489})
-    1.0
-    >>> choose_regularisation({1.0: 0.423, 10.0: 0.4325, 100.0: 0.446})
-    100.0
-    """
-    if not dev_scores:
-        raise ValueError("no dev scores to choose from")
-    best = max(dev_scores.values())
-    return min(C for C, v in dev_scores.items() if v >= best - tolerance)
 
 
 # ----------------------------------------------------------------------------- the labeller
@@ -178,7 +62,7 @@ class FacetLabeller:
         max_iter: L-BFGS iterations at most (``"linear"``).
         tol: L-BFGS stopping tolerance (``"linear"``). 1e-6, not scikit-learn's 1e-4: at 1e-4 a
             weakly regularised fit (C = 10, 100) stops early at a point that moves with 1e-6
-            noise in the embeddings. Measured here (``benchmarks/labeller_stability.py``, base
+            noise in the embeddings. Measured here (``benchmarks/studies/labeller_stability.py``, base
             MiniLM, 1,453 CSAbstruct train / 193 dev sentences): at 1e-4 the dev macro-F1 of
             C = 10 and 100 moved by up to 0.006 under that noise, at 1e-6 by 0 for every C
             (CI once picked another C than this machine for that reason).
@@ -229,7 +113,7 @@ class FacetLabeller:
     def fit(self, docs: Sequence[Mapping[str, Any]], **metadata: Any) -> "FacetLabeller":
         """Train the head on the facet-labelled sentences of ``docs`` (``labels`` column; ``None``
         skipped). ``metadata`` (e.g. the excluded ids) is stored and saved with the labeller."""
-        sents, labels = _labelled_sentences(docs)
+        sents, labels = labelled_sentences(docs)
         return self.fit_sentences(sents, labels, documents=len(docs), **metadata)
 
     def fit_sentences(self, sentences: Sequence[str], labels: Sequence[str], **metadata: Any) -> "FacetLabeller":
@@ -384,9 +268,9 @@ class FacetLabeller:
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self, docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """:func:`facet_scores` of this labeller on the facet-labelled sentences of ``docs``
+        """:func:`~unifar.construction.labeller_scores.facet_scores` of this labeller on the facet-labelled sentences of ``docs``
         (gold ``None``, e.g. CSAbstruct's ``other``, skipped)."""
-        sents, gold = _labelled_sentences(docs)
+        sents, gold = labelled_sentences(docs)
         return facet_scores(gold, self.predict_sentences(sents))
 
     # -- persistence -----------------------------------------------------------------------------

@@ -2,18 +2,8 @@
 negatives from stated signals, one question per facet (section 4.1, adapted as described below).
 
 The paper's FTUs come from FLeW's citation-intent triplets with LLM sentence labels and LLM
-questions, none of which is public. Here every part has a stated origin:
-
-Documents (ids are namespaced by source; evaluation material is dropped by the leakage guard):
-
-* ``csabstruct:<id>``: CSAbstruct train + dev abstracts, human sentence roles (its test split is
-  kept for the labeller's evaluation). Field ``computer science``.
-* ``nicta:<id>``: NICTA-PIBOSO abstracts, human sentence roles. Field ``medicine``.
-* ``pubmedqa:<pmid>``: the PubMedQA PQA-L *training half*, section-name labels. Field
-  ``biomedicine``.
-* ``s2:<corpus id>``: papers of the SciRepEval citation triplets and of the *train half* of the
-  SciRepEval search sample (:func:`unifar.datasets.corpora.split_scirepeval_search`); they have no
-  sentence labels, so the offline labeller labels them (``labels_origin = "labeller"``).
+questions, none of which is public. Here every part has a stated origin. The training
+documents, their sources and pools are in :mod:`unifar.construction.mining_sources`.
 
 Facet positives and negatives (per query document d and facet f with facet-f sentences):
 
@@ -60,44 +50,31 @@ import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from ..datasets.csfcube import FACETS
+from ..facets import FACETS
 from .ftu import FTU, Triplet, merge_triplets
+from ..evaluation.ranking import rank_order
+from ..evaluation.texts import facet_text
+from .mining_attribution import Encode, attribute_facets, citation_triplets, search_ftus
+from .mining_sources import SOURCES, label_unlabelled, load_training_documents, sample_pool, whole_text
 from .questions import ICropQuestionGenerator, Question
 
 __all__ = [
     "MiningConfig",
     "OfflineFTUs",
     "SIGNALS",
-    "SOURCES",
-    "load_training_documents",
-    "label_unlabelled",
-    "facet_text",
     "mine_facet_triplets",
-    "citation_triplets",
-    "attribute_facets",
     "build_offline_ftus",
-    "sample_pool",
-    "whole_text",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: Signals that pick the facet positives (``MiningConfig.signal``).
 SIGNALS = ("facet-bm25", "hybrid")
-
-#: Offline sources, their pool (documents are only paired within a pool) and field.
-SOURCES: dict[str, tuple[str, str]] = {
-    "csabstruct": ("cs", "computer science"),
-    "scirepeval_triplets": ("cs", "multi-field (S2)"),
-    "scirepeval_search": ("cs", "multi-field (S2)"),
-    "pubmedqa": ("biomed", "biomedicine"),
-    "nicta": ("biomed", "medicine"),
-}
 
 
 @dataclass
@@ -166,133 +143,57 @@ class OfflineFTUs:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-# ----- documents --------------------------------------------------------------------------------
-def _renamed(doc: Mapping[str, Any], new_id: str, source: str, field_: str, **extra: Any) -> dict[str, Any]:
-    labels = doc.get("labels")
-    return {
-        "id": new_id,
-        "title": doc.get("title") or "",
-        "sentences": list(doc["sentences"]),
-        "labels": list(labels) if labels is not None else None,
-        "source": source,
-        "field": field_,
-        "labels_origin": extra.pop("labels_origin", "gold" if labels is not None else None),
-        **extra,
-    }
-
-
-def load_training_documents(
-    sources: Sequence[str] = tuple(SOURCES),
-    data_dir: str | Path | None = None,
-    forbidden: Any | None = None,
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Documents of the offline training sources ``{id: doc}`` and a report (counts per source,
-    documents dropped by the leakage guard). ``forbidden``: a
-    :class:`~unifar.construction.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
-    from ..datasets import corpora, pubmedqa
-    from .leakage import find_leaks, forbidden_from_repo_data
-
-    root = Path(data_dir) if data_dir is not None else None
-    sub = (lambda name: root / name) if root is not None else (lambda name: None)
-    if forbidden is None:
-        forbidden = forbidden_from_repo_data(root)
-    docs: dict[str, dict[str, Any]] = {}
-    extra: dict[str, Any] = {"scirepeval_triplets": [], "scirepeval_search": None, "pubmedqa_questions": []}
-    counts: Counter[str] = Counter()
-
-    def add(doc: dict[str, Any]) -> None:
-        if not doc["sentences"]:
-            counts[f"{doc['source']}:empty"] += 1
-            return
-        if doc["id"] not in docs:
-            docs[doc["id"]] = doc
-            counts[doc["source"]] += 1
-
-    for source in sources:
-        if source not in SOURCES:
-            raise ValueError(f"unknown source {source!r}; choose from {sorted(SOURCES)}")
-        _, fld = SOURCES[source]
-        if source == "csabstruct":
-            for split in ("train", "dev"):
-                for d in corpora.load_csabstruct(sub("csabstruct"), split=split):
-                    add(_renamed(d, f"csabstruct:{d['id']}", source, fld))
-        elif source == "nicta":
-            for d in corpora.load_nicta_piboso(sub("nicta_piboso")):
-                add(_renamed(d, f"nicta:{d['id']}", source, fld))
-        elif source == "pubmedqa":
-            bench = pubmedqa.load_pubmedqa(sub("pubmedqa_pqal"), split="train")
-            for d in bench.documents:
-                add(_renamed(d, f"pubmedqa:{d['id']}", source, fld))
-            for q in bench.questions:
-                extra["pubmedqa_questions"].append((q["text"], f"pubmedqa:{q['doc_id']}"))
-        elif source == "scirepeval_triplets":
-            corpus = corpora.load_scirepeval_triplets(sub("scirepeval_samples"))
-            for d in corpus.documents:
-                add(_renamed(d, f"s2:{d['id']}", source, fld))
-            extra["scirepeval_triplets"] = [
-                (f"s2:{t['query_id']}", f"s2:{t['pos_id']}", f"s2:{t['neg_id']}") for t in corpus.triplets
-            ]
-        elif source == "scirepeval_search":
-            bench = corpora.split_scirepeval_search(corpora.load_scirepeval_search(sub("scirepeval_samples")), "train")
-            wanted = {d for qid in bench.qrels for d in (bench.candidates or {}).get(qid, bench.qrels[qid])}
-            for d in bench.documents:
-                if d["id"] in wanted:
-                    add(_renamed(d, f"s2:{d['id']}", source, fld))
-            extra["scirepeval_search"] = bench
-
-    leaks = find_leaks(docs.values(), forbidden)
-    dropped = sorted({h.training_id for h in leaks.hits})
-    for d in dropped:
-        counts[f"{docs[d]['source']}:leak_dropped"] += 1
-        del docs[d]
-    report = {
-        "documents_per_source": {k: v for k, v in sorted(counts.items()) if ":" not in k},
-        "dropped_by_leakage_guard": {k.split(":")[0]: v for k, v in sorted(counts.items()) if k.endswith(":leak_dropped")},
-        "dropped_empty": {k.split(":")[0]: v for k, v in sorted(counts.items()) if k.endswith(":empty")},
-        "leak_examples": [asdict(h) for h in leaks.hits[:10]],
-    }
-    report["_extra"] = extra
-    return docs, report
-
-
-def label_unlabelled(docs: Mapping[str, dict[str, Any]], labeller: Any) -> int:
-    """Give every document without sentence labels the offline labeller's labels (in place;
-    ``labels_origin = "labeller"``). Returns how many documents were labelled."""
-    todo = [d for d in docs.values() if d.get("labels") is None]
-    if not todo:
-        return 0
-    if labeller is None:
-        raise ValueError(
-            f"{len(todo)} documents (e.g. {todo[0]['id']!r}, source {todo[0]['source']!r}) have no sentence "
-            "labels; pass a FacetLabeller (chapter 2 trains one) or leave their sources out"
-        )
-    for doc, labels in zip(todo, labeller.label_documents(todo)):
-        doc["labels"] = list(labels)
-        doc["labels_origin"] = "labeller"
-    return len(todo)
-
-
-def facet_text(doc: Mapping[str, Any], facet: str) -> str:
-    """The document's sentences labelled ``facet``, joined ('' when none).
-
-    >>> facet_text({"sentences": ["A b.", "C d."], "labels": ["method", "result"]}, "result")
-    'C d.'
-    """
-    labels = doc.get("labels") or [None] * len(doc["sentences"])
-    return " ".join(s for s, lab in zip(doc["sentences"], labels) if lab == facet)
-
-
-def whole_text(doc: Mapping[str, Any]) -> str:
-    """The text the mining encoder embeds: title and abstract joined by a space.
-
-    >>> whole_text({"title": "T", "sentences": ["A.", "B."]}), whole_text({"title": "", "sentences": ["A."]})
-    ('T A. B.', 'A.')
-    """
-    return f"{doc.get('title') or ''} {' '.join(doc['sentences'])}".strip()
-
-
 # ----- signals ----------------------------------------------------------------------------------
-Encode = Callable[[Sequence[str]], torch.Tensor]
+def _dense_neighbours(
+    docs: Mapping[str, Mapping[str, Any]], ids: list[str], encode: Encode, depth: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``depth`` nearest other documents of each of ``ids`` by dense cosine of
+    :func:`~unifar.construction.mining_sources.whole_text`: indices [N, depth] and similarities."""
+    E = encode([whole_text(docs[d]) for d in ids])  # [N, h], unit norm
+    sims = E @ E.T
+    sims.fill_diagonal_(-2.0)  # never one's own neighbour
+    if depth > 0:
+        top = torch.topk(sims, depth, dim=1)
+        return top.indices.numpy(), top.values.double().numpy()
+    return np.zeros((len(ids), 0), dtype=int), np.zeros((len(ids), 0))
+
+
+def _hybrid_choice(
+    cands: list[str], teacher: np.ndarray, have_set: set[str], config: MiningConfig, k: int
+) -> tuple[list[str], list[str]]:
+    """``hybrid``: a query's dense neighbourhood ``cands`` reranked by the ``teacher`` score
+    z(cosine) + w z(facet-f BM25); the positives and the ranked hard-negative candidates."""
+    order = [i for i in rank_order(teacher) if cands[i] in have_set]  # a facet-f text to match
+    positives = [cands[i] for i in order[: config.positives_per_facet]]
+    if not positives:
+        return positives, []
+    if config.teacher_margin is None:
+        score_of = dict(zip(cands, teacher))
+        ranked = sorted((d for d in cands[:k] if d not in positives), key=lambda d: score_of[d])
+    else:  # cands are in dense order: the nearest ones the teacher puts below its top m
+        below = set(rank_order(teacher)[config.teacher_margin :].tolist())
+        ranked = [d for i, d in enumerate(cands) if i in below and d not in positives]
+    return positives, ranked
+
+
+def _facet_bm25_choice(
+    q: str, neigh_all: list[str], scorer: Any, texts: Mapping[str, str], have: list[str], have_set: set[str],
+    config: MiningConfig,
+) -> tuple[list[str], list[str]]:
+    """``facet-bm25``: the positives by facet-f BM25 over the pool, and the hard-negative
+    candidates ``neigh_all`` (q's dense neighbours) ranked by least facet-f overlap."""
+    s = scorer.scores(texts[q], have)
+    s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
+    order = rank_order(s)
+    positives = [have[i] for i in order[: config.positives_per_facet] if np.isfinite(s[i]) and s[i] > 0]
+    if not positives:
+        return positives, []
+    # hard negatives: topical neighbours with the least facet-f overlap (those without
+    # facet-f text at all come after those with some, which are the informative ones)
+    neigh = [d for d in neigh_all if d not in positives]
+    with_f = [d for d in neigh if d in have_set]
+    score_of = dict(zip(with_f, scorer.scores(texts[q], with_f))) if with_f else {}
+    return positives, sorted(with_f, key=lambda d: score_of[d]) + [d for d in neigh if d not in have_set]
 
 
 def mine_facet_triplets(
@@ -305,7 +206,7 @@ def mine_facet_triplets(
     """Facet triplets over one pool ``ids`` with ``config.signal`` (``facet-bm25`` or ``hybrid``,
     module docstring); ``query_ids`` (default all) are the query documents. Returns
     :class:`~unifar.construction.ftu.Triplet` records (each positive paired with each negative)."""
-    from ..baselines import BM25Scorer
+    from ..evaluation.retrievers import BM25Scorer
     from ..scoring import zscore_fusion
 
     ids = list(ids)
@@ -313,15 +214,8 @@ def mine_facet_triplets(
     queries = list(query_ids) if query_ids is not None else ids
     rng = np.random.default_rng(config.seed)
     hybrid = config.signal == "hybrid"
-    E = encode([whole_text(docs[d]) for d in ids])  # [N, h], unit norm
-    sims = E @ E.T
-    sims.fill_diagonal_(-2.0)  # never one's own neighbour
     depth = min(max(config.neighbourhood, config.rerank_depth if hybrid else 0), len(ids) - 1)
-    if depth > 0:
-        top = torch.topk(sims, depth, dim=1)
-        neighbours, neighbour_sims = top.indices.numpy(), top.values.double().numpy()
-    else:
-        neighbours, neighbour_sims = np.zeros((len(ids), 0), dtype=int), np.zeros((len(ids), 0))
+    neighbours, neighbour_sims = _dense_neighbours(docs, ids, encode, depth)
     k = min(config.neighbourhood, depth)
     out: list[Triplet] = []
     for f in FACETS:
@@ -347,29 +241,12 @@ def mine_facet_triplets(
                 # rerank q's dense neighbourhood: z(cosine) + w z(facet-f BM25) over the candidates
                 cands = [ids[j] for j in neighbours[pos_of[q]]]
                 teacher = zscore_fusion([neighbour_sims[pos_of[q]], bm25(q, cands)], [1.0, config.hybrid_weight])
-                order = [i for i in np.argsort(-teacher, kind="stable") if cands[i] in have_set]  # a facet-f text to match
-                positives = [cands[i] for i in order[: config.positives_per_facet]]
-                if not positives:
-                    continue
-                if config.teacher_margin is None:
-                    score_of = dict(zip(cands, teacher))
-                    ranked = sorted((d for d in cands[:k] if d not in positives), key=lambda d: score_of[d])
-                else:  # cands are in dense order: the nearest ones the teacher puts below its top m
-                    below = set(np.argsort(-teacher, kind="stable")[config.teacher_margin :].tolist())
-                    ranked = [d for i, d in enumerate(cands) if i in below and d not in positives]
+                positives, ranked = _hybrid_choice(cands, teacher, have_set, config, k)
             else:
-                s = scorer.scores(texts[q], have)
-                s[scorer.index_of[q]] = -np.inf  # not itself (scorer.pids is `have`)
-                order = np.argsort(-s, kind="stable")
-                positives = [have[i] for i in order[: config.positives_per_facet] if np.isfinite(s[i]) and s[i] > 0]
-                if not positives:
-                    continue
-                # hard negatives: topical neighbours with the least facet-f overlap (those without
-                # facet-f text at all come after those with some, which are the informative ones)
-                neigh = [ids[j] for j in neighbours[pos_of[q], :k] if ids[j] not in positives]
-                with_f = [d for d in neigh if d in have_set]
-                score_of = dict(zip(with_f, scorer.scores(texts[q], with_f))) if with_f else {}
-                ranked = sorted(with_f, key=lambda d: score_of[d]) + [d for d in neigh if d not in have_set]
+                neigh_all = [ids[j] for j in neighbours[pos_of[q], :k]]
+                positives, ranked = _facet_bm25_choice(q, neigh_all, scorer, texts, have, have_set, config)
+            if not positives:
+                continue
             negatives = ranked[: config.hard_negatives_per_facet]
             pool = [d for d in ids if d != q and d not in positives and d not in negatives]
             if pool and config.random_negatives_per_facet:
@@ -377,81 +254,6 @@ def mine_facet_triplets(
                 negatives += [pool[i] for i in sorted(pick)]
             out += [Triplet(q, p, n, f) for p in positives for n in negatives]
     return out
-
-
-def attribute_facets(
-    texts: Sequence[str], docs: Sequence[Mapping[str, Any]], encode: Encode
-) -> list[str | None]:
-    """For each ``(text, doc)`` pair, the facet whose sentences of ``doc`` are closest to ``text``
-    (dense cosine); ``None`` when the document has no facet-labelled sentence."""
-    if len(texts) != len(docs):
-        raise ValueError(f"{len(texts)} texts but {len(docs)} documents")
-    if not texts:
-        return []
-    T = encode(list(texts))
-    facet_texts = [facet_text(d, f) for d in docs for f in FACETS]
-    nonempty = [i for i, t in enumerate(facet_texts) if t]
-    F = torch.zeros(len(facet_texts), T.shape[1])
-    if nonempty:
-        F[nonempty] = encode([facet_texts[i] for i in nonempty])
-    S = torch.einsum("nh,nfh->nf", T, F.view(len(docs), len(FACETS), -1))
-    S = S.masked_fill(torch.tensor([[not t for t in facet_texts[i * 3 : i * 3 + 3]] for i in range(len(docs))]), -2.0)
-    best = S.argmax(dim=1).tolist()
-    return [FACETS[b] if S[i, b] > -2.0 else None for i, b in enumerate(best)]
-
-
-def citation_triplets(
-    triplets: Sequence[tuple[str, str, str]], docs: Mapping[str, Mapping[str, Any]], encode: Encode
-) -> tuple[list[Triplet], int]:
-    """The ``citation`` signal: each (query, cited, not cited) triplet under the facet of the
-    query closest to the cited abstract. Returns the triplets and how many were skipped."""
-    keep = [t for t in triplets if all(d in docs for d in t) and len(set(t)) == 3]
-    facets = attribute_facets([whole_text(docs[p]) for _, p, _ in keep], [docs[q] for q, _, _ in keep], encode)
-    out = [Triplet(q, p, n, f) for (q, p, n), f in zip(keep, facets) if f is not None]
-    return out, len(triplets) - len(out)
-
-
-def _search_ftus(bench: Any, docs: Mapping[str, Mapping[str, Any]], encode: Encode, max_negatives: int) -> list[FTU]:
-    """The ``search-clicks`` signal: one FTU per (train-half) search query with a relevant candidate."""
-    rows = []
-    for q in bench.questions:
-        grades = {f"s2:{d}": g for d, g in bench.qrels.get(q["qid"], {}).items() if f"s2:{d}" in docs}
-        relevant = sorted((d for d, g in grades.items() if g >= bench.relevance_threshold), key=lambda d: -grades[d])
-        if not relevant:
-            continue
-        rows.append((q, relevant, [d for d, g in grades.items() if g < bench.relevance_threshold]))
-    facets = attribute_facets([q["text"] for q, _, _ in rows], [docs[r[0]] for _, r, _ in rows], encode)
-    ftus = []
-    for (q, relevant, non_relevant), f in zip(rows, facets):
-        if f is None:
-            continue
-        ftu = FTU(relevant[0])
-        if relevant[1:]:
-            ftu.positives[f] = relevant[1:]
-        if non_relevant:
-            ftu.negatives[f] = non_relevant[:max_negatives]
-        ftu.questions[f] = Question(q["text"], f, "scirepeval-search", relevant[0], {"qid": q["qid"], "facet_rule": "dense-attribution"})
-        ftus.append(ftu)
-    return ftus
-
-
-def sample_pool(docs: Mapping[str, Mapping[str, Any]], per_source: Mapping[str, int], seed: int) -> dict[str, Any]:
-    """Keep at most ``per_source[s]`` documents of each source ``s`` (a seeded sample, in the
-    original order); sources not named keep everything.
-
-    >>> docs = {f"a{i}": {"source": "nicta"} for i in range(5)} | {"b0": {"source": "pubmedqa"}}
-    >>> sorted(sample_pool(docs, {"nicta": 2}, seed=0))
-    ['a3', 'a4', 'b0']
-    """
-    by_source: dict[str, list[str]] = {}
-    for d, doc in docs.items():
-        by_source.setdefault(doc["source"], []).append(d)
-    keep: set[str] = set()
-    rnd = random.Random(seed)
-    for source, ids in sorted(by_source.items()):
-        n = per_source.get(source)
-        keep.update(ids if n is None or len(ids) <= n else rnd.sample(ids, n))
-    return {d: doc for d, doc in docs.items() if d in keep}
 
 
 # ----- the whole construction -------------------------------------------------------------------
@@ -481,19 +283,44 @@ def build_offline_ftus(
         docs = sample_pool(docs, config.pool_per_source, config.seed)
         report["pool_per_source"] = dict(config.pool_per_source)
     report["labelled_by_labeller"] = label_unlabelled(docs, labeller)
+    rnd = random.Random(config.seed)  # picks the query documents, then shuffles the FTUs
+    query_ids = _query_documents(docs, config, rnd)
+    triplets, per_signal = _mine_signals(docs, query_ids, encode, config, extra, report)
+    ftus = merge_triplets(triplets)
+    ftus = _attach_questions(ftus, docs, extra, encode, config, questions, per_signal)
+    rnd.shuffle(ftus)
+    used = {d for u in ftus for d in u.doc_ids()}
+    report.update(
+        config=asdict(config),
+        triplets_per_signal=dict(per_signal),
+        ftus=len(ftus),
+        documents_used=len(used),
+        question_origins=dict(Counter(q.origin for u in ftus for q in u.questions.values())),
+    )
+    return OfflineFTUs(ftus=ftus, documents={d: docs[d] for d in docs if d in used}, report=report)
 
-    # query documents: every labelled document, or a seeded per-source sample of them
+
+def _query_documents(docs: Mapping[str, Mapping[str, Any]], config: MiningConfig, rnd: random.Random) -> set[str]:
+    """Query documents: every labelled document, or a seeded per-source sample of them
+    (``config.max_query_documents``); SciRepEval's FTUs come from their real signals."""
     by_source: dict[str, list[str]] = {}
     for d, doc in docs.items():
         by_source.setdefault(doc["source"], []).append(d)
-    rnd = random.Random(config.seed)
     query_ids: set[str] = set()
     for source, ids in sorted(by_source.items()):
         if source.startswith("scirepeval"):
             continue  # their FTUs come from their real signals
         chosen = ids if config.max_query_documents is None or len(ids) <= config.max_query_documents else rnd.sample(ids, config.max_query_documents)
         query_ids.update(chosen)
+    return query_ids
 
+
+def _mine_signals(
+    docs: Mapping[str, Mapping[str, Any]], query_ids: set[str], encode: Encode, config: MiningConfig,
+    extra: Mapping[str, Any], report: dict[str, Any],
+) -> tuple[list[Triplet], Counter[str]]:
+    """Triplets of ``config.signal`` within each pool, then of the ``citation`` signal; the
+    count per signal. Records the skipped citation triplets in ``report``."""
     triplets: list[Triplet] = []
     signal_of: dict[tuple[str, str], str] = {}
     per_signal: Counter[str] = Counter()
@@ -513,8 +340,15 @@ def build_offline_ftus(
         report["citation_triplets_skipped"] = skipped
         for t in cited:
             signal_of.setdefault((t.query_id, t.facet), "citation")
-    ftus = merge_triplets(triplets)
+    return triplets, per_signal
 
+
+def _attach_questions(
+    ftus: list[FTU], docs: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any], encode: Encode,
+    config: MiningConfig, questions: Any | None, per_signal: Counter[str],
+) -> list[FTU]:
+    """Questions: real ones first (PubMedQA's; SciRepEval search FTUs, counted in
+    ``per_signal``), then ``questions`` (default independent cropping) for the other facets."""
     # questions: real ones first, then independent cropping for the other facets
     by_query = {u.query: u for u in ftus}
     q_docs = [d for _, d in extra["pubmedqa_questions"] if d in by_query]
@@ -528,7 +362,7 @@ def build_offline_ftus(
                 # ... and needs negatives to contrast it with: the FTU's other negatives
                 u.negatives[f] = list(dict.fromkeys(n for g in FACETS for n in u.negatives.get(g, [])))
     if extra["scirepeval_search"] is not None:
-        search = _search_ftus(extra["scirepeval_search"], docs, encode, max_negatives=2 * (config.hard_negatives_per_facet + config.random_negatives_per_facet))
+        search = search_ftus(extra["scirepeval_search"], docs, encode, max_negatives=2 * (config.hard_negatives_per_facet + config.random_negatives_per_facet))
         per_signal["search-clicks"] += len(search)
         ftus += search
     generator = questions if questions is not None else ICropQuestionGenerator(seed=config.seed)
@@ -538,13 +372,4 @@ def build_offline_ftus(
                 q = generator.generate(docs[ftu.query], f, [docs[p] for p in ftu.positives[f]])
                 if q is not None:
                     ftu.questions[f] = q
-    rnd.shuffle(ftus)
-    used = {d for u in ftus for d in u.doc_ids()}
-    report.update(
-        config=asdict(config),
-        triplets_per_signal=dict(per_signal),
-        ftus=len(ftus),
-        documents_used=len(used),
-        question_origins=dict(Counter(q.origin for u in ftus for q in u.questions.values())),
-    )
-    return OfflineFTUs(ftus=ftus, documents={d: docs[d] for d in docs if d in used}, report=report)
+    return ftus

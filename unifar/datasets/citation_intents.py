@@ -34,39 +34,18 @@ from typing import Any
 import datasets
 from datasets import Value
 
-from unifar.datasets.readers import SPLITS, iter_jsonl, read_json, resolve_dir
+from unifar.facets import ACL_ARC_TO_FACET, MULTICITE_TO_FACET, SCICITE_TO_FACET
+from unifar.datasets.readers import iter_jsonl, read_json, resolve_dir
 from unifar.datasets.readers import splits as _splits
 from unifar.datasets.schema import intents_to_dataset, make_intent
 
 __all__ = [
-    "SCICITE_TO_FACET",
-    "ACL_ARC_TO_FACET",
-    "MULTICITE_TO_FACET",
     "load_scicite",
     "load_acl_arc",
     "load_multicite",
     "multicite_intent",
 ]
 
-
-SCICITE_TO_FACET: dict[str, str | None] = {"background": "background", "method": "method", "result": "result"}
-ACL_ARC_TO_FACET: dict[str, str | None] = {
-    "Background": "background",
-    "Motivation": "background",
-    "Future": "background",
-    "Uses": "method",
-    "Extends": "method",
-    "CompareOrContrast": "result",
-}
-MULTICITE_TO_FACET: dict[str, str | None] = {
-    "background": "background",
-    "motivation": "background",
-    "future_work": "background",
-    "uses": "method",
-    "extends": "method",
-    "similarities": "result",
-    "differences": "result",
-}
 
 _EXTRA = {"citing_paper_id": Value("string"), "cited_paper_id": Value("string"), "section_name": Value("string")}
 

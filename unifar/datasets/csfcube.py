@@ -11,7 +11,8 @@ Files (``data/csfcube``, copied from GitHub ``iesl/CSFCube``; see ``PROVENANCE.m
   with ids ``"<pid>_<facet>"``.
 
 Sentence labels map to facets as CSFCube defines them: background = {background, objective},
-method = {method}, result = {result}; ``other_label`` belongs to no facet.
+method = {method}, result = {result}; ``other_label`` belongs to no facet
+(:data:`unifar.facets.CSFCUBE_LABEL_TO_FACET`).
 """
 
 from __future__ import annotations
@@ -21,40 +22,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..facets import CSFCUBE_LABEL_TO_FACET, FACETS
 from .readers import iter_jsonl, read_json
 
 __all__ = [
-    "FACETS",
-    "LABEL_TO_FACET",
     "CSFCube",
     "default_data_dir",
-    "facet_of_label",
     "load_csfcube",
     "read_abstracts",
 ]
 
-FACETS: tuple[str, ...] = ("background", "method", "result")
-LABEL_TO_FACET: dict[str, str] = {
-    "background_label": "background",
-    "objective_label": "background",
-    "method_label": "method",
-    "result_label": "result",
-}
 _SPLIT_NAMES = ("fold1_dev", "fold1_test", "fold2_dev", "fold2_test")
 
 
 def default_data_dir() -> Path:
     """The repository's ``data/csfcube`` folder (found relative to this package)."""
     return Path(__file__).resolve().parents[2] / "data" / "csfcube"
-
-
-def facet_of_label(label: str) -> str | None:
-    """Facet of a CSAbstruct sentence label, or ``None`` for ``other_label``.
-
-    >>> facet_of_label("objective_label"), facet_of_label("other_label")
-    ('background', None)
-    """
-    return LABEL_TO_FACET.get(label)
 
 
 @dataclass
@@ -89,7 +72,7 @@ class CSFCube:
         if facet not in FACETS:
             raise ValueError(f"unknown facet {facet!r}; expected one of {FACETS}")
         paper = self.papers[pid]
-        return [s for s, lab in zip(paper["sentences"], paper["labels"]) if LABEL_TO_FACET.get(lab) == facet]
+        return [s for s, lab in zip(paper["sentences"], paper["labels"]) if CSFCUBE_LABEL_TO_FACET.get(lab) == facet]
 
 
 def read_abstracts(path: str | Path) -> dict[str, dict[str, Any]]:

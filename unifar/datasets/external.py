@@ -88,19 +88,9 @@ def _subqueries(q: dict[str, Any], k: int) -> list[dict[str, Any]]:
     return out
 
 
-def load_doris_mae(
-    path: str | Path,
-    level: str = "query",
-    drop_long: bool = True,
-    pool_only: bool = True,
-) -> QDocBenchmark:
-    """Load DORIS-MAE from its dataset JSON (``path`` = the file, or a folder holding one ``*.json``).
-
-    ``level``: ``"query"``, ``"aspect"`` or ``"subquery_<k>"``. Question ids are the query's
-    position (``"7"``), subqueries ``"<query>-<n>"``. ``qrels`` hold the normalised score of
-    every pool candidate (threshold :data:`DORIS_MAE_THRESHOLD`); ``candidates`` the pool to
-    rank. ``pool_only`` keeps only abstracts that are in some pool as documents.
-    """
+def _read_doris_mae(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The dataset JSON (``path`` = the file, or a folder holding one ``*.json``) and its content,
+    checked for the top-level lists ``Query``, ``Corpus``, ``Annotation``."""
     file = Path(path)
     if file.is_dir():
         found = sorted(file.glob("*.json"))
@@ -111,20 +101,23 @@ def load_doris_mae(
     for key in ("Query", "Corpus", "Annotation"):
         if not isinstance(data, dict) or not isinstance(data.get(key), list):
             raise ValueError(f"{file}: not a DORIS-MAE dataset: top-level list {key!r} missing")
-    if level not in ("query", "aspect") and not (level.startswith("subquery_") and level[9:].isdigit()):
-        raise ValueError(f"level must be 'query', 'aspect' or 'subquery_<k>', got {level!r}")
-    aspect_text = {str(k): v for k, v in (data.get("aspect_id2aspect") or {}).items()}
+    return file, data
 
-    corpus = data["Corpus"]
+
+def _check_corpus(file: Path, corpus: list[Any]) -> None:
+    """Every paper has a string ``original_abstract`` and, if given, ``abstract_id`` = position."""
     for i, paper in enumerate(corpus):
         if not isinstance(paper, dict) or not isinstance(paper.get("original_abstract"), str):
             raise ValueError(f"{file}: Corpus[{i}] needs a string 'original_abstract'")
         if "abstract_id" in paper and int(paper["abstract_id"]) != i:
             raise ValueError(f"{file}: Corpus[{i}] has abstract_id {paper['abstract_id']} (ids must equal positions)")
 
+
+def _annotation_scores(file: Path, annotations: list[Any]) -> tuple[dict[tuple[str, int], float], int]:
+    """Summed score per (aspect id, abstract id), and how many scores are negative."""
     scores: dict[tuple[str, int], float] = {}
     negative = 0
-    for i, ann in enumerate(data["Annotation"]):
+    for i, ann in enumerate(annotations):
         try:
             key = (str(ann["aspect_id"]), int(ann["abstract_id"]))
             score = float(ann["score"])
@@ -132,7 +125,13 @@ def load_doris_mae(
             raise ValueError(f"{file}: Annotation[{i}] needs aspect_id, abstract_id and a numeric score") from None
         negative += score < 0
         scores[key] = scores.get(key, 0.0) + score
+    return scores, negative
 
+
+def _doris_queries(
+    file: Path, data: dict[str, Any], level: str, aspect_text: Mapping[str, str], n_corpus: int
+) -> list[tuple[str, str, dict[str, Any], list[int]]]:
+    """``(qid, text, aspects, pool)`` of every question at ``level`` (query, aspect, subquery_<k>)."""
     queries: list[tuple[str, str, dict[str, Any], list[int]]] = []  # qid, text, aspects, pool
     for qi, q in enumerate(data["Query"]):
         where = f"{file}: Query[{qi}]"
@@ -141,7 +140,7 @@ def load_doris_mae(
         if not isinstance(q.get("candidate_pool"), list) or not isinstance(q.get("aspects"), dict):
             raise ValueError(f"{where}: needs 'candidate_pool' (list) and 'aspects' (dict)")
         pool = [int(c) for c in q["candidate_pool"]]
-        bad = [c for c in pool if not 0 <= c < len(corpus)]
+        bad = [c for c in pool if not 0 <= c < n_corpus]
         if bad:
             raise ValueError(f"{where}: candidate_pool refers to abstracts outside the Corpus: {bad[:5]}")
         if level == "query":
@@ -155,6 +154,31 @@ def load_doris_mae(
         else:
             for n, sub in enumerate(_subqueries(q, int(level[9:]))):
                 queries.append((f"{qi}-{n}", sub["query_text"], sub["aspects"], pool))
+    return queries
+
+
+def load_doris_mae(
+    path: str | Path,
+    level: str = "query",
+    drop_long: bool = True,
+    pool_only: bool = True,
+) -> QDocBenchmark:
+    """Load DORIS-MAE from its dataset JSON (``path`` = the file, or a folder holding one ``*.json``).
+
+    ``level``: ``"query"``, ``"aspect"`` or ``"subquery_<k>"``. Question ids are the query's
+    position (``"7"``), subqueries ``"<query>-<n>"``. ``qrels`` hold the normalised score of
+    every pool candidate (threshold :data:`DORIS_MAE_THRESHOLD`); ``candidates`` the pool to
+    rank. ``pool_only`` keeps only abstracts that are in some pool as documents.
+    """
+    file, data = _read_doris_mae(path)
+    if level not in ("query", "aspect") and not (level.startswith("subquery_") and level[9:].isdigit()):
+        raise ValueError(f"level must be 'query', 'aspect' or 'subquery_<k>', got {level!r}")
+    aspect_text = {str(k): v for k, v in (data.get("aspect_id2aspect") or {}).items()}
+
+    corpus = data["Corpus"]
+    _check_corpus(file, corpus)
+    scores, negative = _annotation_scores(file, data["Annotation"])
+    queries = _doris_queries(file, data, level, aspect_text, len(corpus))
 
     qrels: dict[str, dict[str, float]] = {}
     candidates: dict[str, list[str]] = {}

@@ -30,10 +30,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import datasets
 from datasets import Features, List, Value
 
-from unifar.datasets.csfcube import FACETS
+from unifar.facets import FACETS
 
 __all__ = [
-    "FACETS",
     "DOCUMENT_FEATURES",
     "QUESTION_FEATURES",
     "INTENT_FEATURES",

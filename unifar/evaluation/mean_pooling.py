@@ -1,0 +1,117 @@
+"""The mean-pooling encoder: a plain Hugging Face encoder, mean of its last hidden states over
+all non-pad tokens (special tokens included), L2-normalised, compared by cosine similarity.
+
+It is the mean-pooling baseline of every benchmark (:class:`unifar.evaluation.dense.MeanPoolingRetriever`),
+the encoder of the mining signals (:mod:`unifar.construction.mining`) and of the leakage check,
+and the reference the chapters compare UniFAR with. Document text: ``title + sep_token +
+abstract`` (:func:`unifar.evaluation.texts.document_text`), truncated to ``max_length`` tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from ..pooling import length_order, mean_pool
+
+__all__ = ["MeanPoolingEncoder"]
+
+
+class MeanPoolingEncoder:
+    """A Hugging Face encoder with mean pooling over non-pad tokens, L2-normalised output.
+
+    ``model`` is a short name of a shipped encoder (``"minilm"``, ``"mpnet"``), a hub name or a
+    local path (resolved by :func:`unifar.base_models.resolve_base_model`).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        max_length: int = 512,
+        batch_size: int = 32,
+        device: str | torch.device | None = None,
+        show_progress: bool = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        from ..base_models import load_encoder
+
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.name = model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        encoder, self.tokenizer = load_encoder(model)
+        self.model = encoder.eval().to(self.device)
+
+    @property
+    def sep_token(self) -> str:
+        """The tokenizer's separator (``[SEP]`` for BERT-style, ``</s>`` for MPNet/RoBERTa)."""
+        return self.tokenizer.sep_token
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str]) -> torch.Tensor:
+        """Embed ``texts`` -> float32 CPU tensor ``[N, hidden]`` with unit L2 norm, input order.
+
+        e = sum_t m_t h_t / sum_t m_t over the attention mask m; batches are formed from
+        length-sorted texts to limit padding, then the original order is restored.
+        With ``cache_dir`` set, every text's embedding is stored there, keyed by a digest of the
+        text, in one file per encoder (:meth:`cache_key`: weights and ``max_length``;
+        :class:`unifar.caching.EmbeddingCache`): a later call, in this process or in another
+        chapter, encodes only the texts no call has encoded before.
+        """
+        texts = list(texts)
+        hidden = self.model.config.hidden_size
+        if not texts:
+            return torch.empty(0, hidden)
+        if self.cache_dir is None:
+            return self._encode(texts)
+        from ..caching import EmbeddingCache, text_digest
+
+        cache = EmbeddingCache(self.cache_dir / f"mean-rows-{self.cache_key()}.safetensors", hidden)
+        keys = [text_digest(t) for t in texts]
+        todo = cache.missing(keys)
+        if todo:
+            cache.put([keys[i] for i in todo], self._encode([texts[i] for i in todo]))
+            cache.save()
+        return cache.get(keys)
+
+    def cache_key(self) -> str:
+        """SHA-256 (hex, 24 chars) of the encoder's weights and ``max_length``: the name of its
+        embedding cache file.
+
+        The weights are hashed on every call (well under a second for MiniLM), so an encoder
+        fine-tuned in memory never reads embeddings cached for its earlier weights.
+        """
+        h = hashlib.sha256(f"max_length={self.max_length}".encode())
+        for name, tensor in self.model.state_dict().items():
+            h.update(name.encode())
+            h.update(tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:24]
+
+    def _encode(self, texts: list[str]) -> torch.Tensor:
+        hidden = self.model.config.hidden_size
+        enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)
+        order = length_order([len(ids) for ids in enc["input_ids"]])
+        out = torch.empty(len(texts), hidden)
+        starts = range(0, len(texts), self.batch_size)
+        if self.show_progress and math.ceil(len(texts) / self.batch_size) > 2:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc=f"encoding ({self.name})", unit="batch")
+        for start in starts:
+            idx = order[start : start + self.batch_size]
+            features = [{k: enc[k][i] for k in enc.keys()} for i in idx]
+            batch = self.tokenizer.pad(features, return_tensors="pt").to(self.device)
+            pooled = mean_pool(self.model(**batch).last_hidden_state, batch["attention_mask"])
+            out[torch.as_tensor(idx)] = torch.nn.functional.normalize(pooled, dim=-1).cpu()
+        return out

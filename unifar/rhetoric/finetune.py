@@ -1,0 +1,167 @@
+"""Fine-tuning a :class:`~unifar.rhetoric.encoder.SentenceEncoder` with a SciToricsBERT loss on
+PK batches (paper 002, section 3.3 and appendix B): Adam at learning rate 2e-5
+(:data:`PAPER_LR`), model selection by validation MAP@R (section 4.1).
+
+The losses receive the *unnormalised* pooled vector: the softmax loss (eq. 1) is a plain linear
+classifier on it, as in the paper; the other four normalise internally. The classifier weights
+of the softmax and ArcFace losses are trained with the encoder by the same Adam optimiser and,
+by default, the same learning rate (the paper states one).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+import torch
+
+from ..pooling import length_order
+from ..runtime import pick_device
+from .encoder import SentenceEncoder
+from .losses import MetricLoss, make_loss
+from .retrieval import retrieval_scores
+from .sampling import PAPER_BATCH_SIZE, PKBatchSampler, encode_labels, pk_for
+
+__all__ = ["PAPER_LR", "FinetuneHistory", "embed_in_length_chunks", "finetune"]
+
+PAPER_LR = 2e-5  #: appendix B (Adam)
+
+
+def embed_in_length_chunks(encoder: SentenceEncoder, sentences: Sequence[str], chunks: int = 1) -> torch.Tensor:
+    """Unnormalised embeddings [N, d] of ``sentences`` (with gradients), computed in ``chunks``
+    forward passes over length-sorted pieces and returned in the input order.
+
+    A batch is padded to its longest sentence, so a PK batch of mixed lengths wastes most of its
+    compute on padding; sorting by length (characters) and encoding in pieces pads each piece
+    only to its own longest sentence. The result equals one pass over the whole batch (masked
+    attention and masked mean pooling ignore padding) up to floating-point rounding.
+    """
+    sentences = list(sentences)
+    chunks = max(1, min(int(chunks), len(sentences)))
+    if chunks == 1:
+        return encoder(sentences, normalize=False)
+    order = length_order([len(s) for s in sentences], descending=False)
+    pieces = [p for p in np.array_split(order, chunks) if len(p)]
+    emb = torch.cat([encoder([sentences[i] for i in p], normalize=False) for p in pieces])
+    inverse = torch.empty(len(sentences), dtype=torch.long)
+    inverse[torch.as_tensor(np.concatenate(pieces))] = torch.arange(len(sentences))
+    return emb[inverse.to(emb.device)]
+
+
+class FinetuneHistory(list):
+    """The loss of every optimisation step (a list of floats), plus ``validation`` (one
+    ``{"epoch", "p@1", "map@r"}`` per epoch when validation data was given), ``best_epoch``
+    (the epoch whose weights were kept) and ``settings`` (loss, P, K, lr, steps, device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.validation: list[dict[str, float]] = []
+        self.best_epoch: int | None = None
+        self.settings: dict[str, Any] = {}
+
+
+def _adam(encoder: SentenceEncoder, loss: MetricLoss, lr: float, head_lr: float | None) -> torch.optim.Adam:
+    """Adam over the encoder's trainable parameters at ``lr`` and the loss's (a classifier, if
+    any) at ``head_lr`` (default ``lr``), in that group order."""
+    head = [p for p in loss.parameters() if p.requires_grad]
+    groups: list[dict[str, Any]] = [{"params": [p for p in encoder.parameters() if p.requires_grad]}]
+    if head:
+        groups.append({"params": head, "lr": head_lr if head_lr is not None else lr})
+    return torch.optim.Adam(groups, lr=lr)
+
+
+def finetune(
+    encoder: SentenceEncoder,
+    sentences: Sequence[str],
+    labels: Sequence[Hashable],
+    loss: str | MetricLoss = "softmax",
+    epochs: int = 1,
+    lr: float = PAPER_LR,
+    P: int | None = None,
+    K: int | None = None,
+    batch_size: int = PAPER_BATCH_SIZE,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    max_steps: int | None = None,
+    progress: bool | None = None,
+    head_lr: float | None = None,
+    validation: tuple[Sequence[str], Sequence[Hashable]] | None = None,
+    bf16: bool | None = None,
+    length_chunks: int = 1,
+) -> FinetuneHistory:
+    """Fine-tune ``encoder`` in place with a metric-learning loss on PK batches (paper 002,
+    section 3.3 and appendix B): Adam, learning rate ``lr`` (2e-5), ``epochs`` passes of
+    ``len(sentences) // (P*K)`` batches each, at most ``max_steps`` steps in all.
+
+    ``loss`` is a :class:`~unifar.rhetoric.losses.MetricLoss` or a name for :func:`~unifar.rhetoric.losses.make_loss` (its classifier, if any,
+    is trained with ``head_lr``, default ``lr``). ``P``/``K`` default to :func:`~unifar.rhetoric.sampling.pk_for`.
+    ``validation = (sentences, labels)``: after every epoch compute :func:`~unifar.rhetoric.retrieval.retrieval_scores` and
+    keep the weights of the epoch with the best MAP@R (the paper's model selection, section
+    4.1). The global torch seed is set to ``seed``: on the CPU the result is deterministic.
+    On CUDA the encoder runs under bfloat16 autocast (``bf16``, default: on CUDA only); the loss
+    is computed in float32. ``length_chunks > 1`` runs the encoder on each PK batch in that many
+    length-sorted pieces (:func:`embed_in_length_chunks`): the loss still sees the whole batch,
+    only padding is saved (a CPU speed-up; dropout draws differ, nothing else). Returns the
+    per-step losses (:class:`FinetuneHistory`).
+    """
+    from tqdm.auto import tqdm
+
+    if len(sentences) != len(labels):
+        raise ValueError(f"{len(sentences)} sentences but {len(labels)} labels")
+    torch.manual_seed(seed)
+    dev = pick_device(device)
+    y, classes = encode_labels(labels)
+    if isinstance(loss, str):
+        loss = make_loss(loss, encoder.embedding_size, len(classes), seed=seed)
+    p_default, k_default = pk_for(loss.name, len(classes), batch_size)
+    P, K = P or p_default, K or k_default
+    sampler = PKBatchSampler(y, P, K, seed=seed)
+    encoder.to(dev)
+    loss.to(dev)
+    opt = _adam(encoder, loss, lr, head_lr)
+    use_bf16 = dev.type == "cuda" if bf16 is None else bf16
+    ctx: Callable[[], Any] = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if use_bf16 else nullcontext
+    sentences = list(sentences)
+
+    history = FinetuneHistory()
+    total = epochs * len(sampler) if max_steps is None else min(max_steps, epochs * len(sampler))
+    history.settings = {
+        "loss": loss.name, **loss.hparams, "P": P, "K": K, "lr": lr, "head_lr": head_lr if head_lr is not None else lr,
+        "epochs": epochs, "steps": total, "seed": seed, "device": str(dev), "bf16": use_bf16,
+        "length_chunks": length_chunks,
+    }
+    best_score, best_state = -math.inf, None
+    bar = tqdm(total=total, desc=f"fine-tuning ({loss.name})", disable=not (progress if progress is not None else total >= 50))
+    step = 0
+    for epoch in range(epochs):
+        encoder.train()
+        loss.train()
+        for batch in sampler:
+            if step >= total:
+                break
+            with ctx():
+                emb = embed_in_length_chunks(encoder, [sentences[i] for i in batch], length_chunks)
+            value = loss(emb.float(), y[batch].to(dev))
+            opt.zero_grad(set_to_none=True)
+            value.backward()
+            opt.step()
+            history.append(float(value.detach()))
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{history[-1]:.4f}")
+        if validation is not None:
+            scores = retrieval_scores(encoder.encode(validation[0], bf16=use_bf16), validation[1])
+            history.validation.append({"epoch": epoch + 1, **scores})
+            if scores["map@r"] > best_score:
+                best_score, history.best_epoch = scores["map@r"], epoch + 1
+                best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+        if step >= total:
+            break
+    bar.close()
+    if best_state is not None:
+        encoder.load_state_dict(best_state)
+    encoder.eval()
+    encoder.finetuned = True
+    return history
