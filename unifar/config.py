@@ -5,9 +5,12 @@ options of training (output folder, steps, checkpoints, held-out loss, device)."
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from .typecheck import check_fields
 
 __all__ = ["UniFARConfig", "TrainArgs", "ABLATIONS", "PAPER_PROFILE", "TRAINING_FIELDS", "check_training_config"]
 
@@ -76,6 +79,9 @@ class UniFARConfig:
     use_qd_loss: bool = True  # False = "w/o L_QD"
 
     def __post_init__(self) -> None:
+        # Types first, before any conversion: tuple("bmr") would be three one-letter facets and a
+        # string "false" is truthy (a JSON list for a tuple field is accepted).
+        check_fields(self)
         self.facets = tuple(self.facets)
         if self.facet_words is not None:
             self.facet_words = tuple(self.facet_words)
@@ -95,6 +101,7 @@ class UniFARConfig:
             raise ValueError(f"max_tokens must be at least 8, got {self.max_tokens}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
+        _check_ranges(self)
 
     @property
     def n_facets(self) -> int:
@@ -127,19 +134,28 @@ class UniFARConfig:
         return text
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "UniFARConfig":
+    def from_dict(cls, d: dict[str, Any], where: str = "") -> "UniFARConfig":
+        """Build from a dict (e.g. read from JSON); ``where`` (a file name) prefixes every error."""
+        prefix = f"{where}: " if where else ""
+        if not isinstance(d, dict):
+            raise TypeError(f"{prefix}a UniFAR config must be a JSON object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown UniFARConfig field(s): {', '.join(unknown)}")
-        return cls(**d)
+            raise ValueError(f"{prefix}unknown UniFARConfig field(s): {', '.join(unknown)}")
+        try:
+            return cls(**d)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"{prefix}{err}") from None
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "UniFARConfig":
         """Load from a JSON string or a file path."""
         s = str(text_or_path)
+        where = ""
         if not s.lstrip().startswith("{"):
             path = Path(s)
+            where = str(path)
             try:
                 s = path.read_text()
             except OSError as e:
@@ -147,14 +163,37 @@ class UniFARConfig:
         try:
             d = json.loads(s)
         except json.JSONDecodeError as e:
-            raise ValueError(f"UniFAR config is not valid JSON: {e}") from None
-        return cls.from_dict(d)
+            raise ValueError(f"{where or 'UniFAR config'} is not valid JSON: {e}") from None
+        return cls.from_dict(d, where)
 
     def ablation(self, name: str) -> "UniFARConfig":
         """A copy with one table-3 ablation applied (names in :data:`ABLATIONS`)."""
         if name not in ABLATIONS:
             raise ValueError(f"unknown ablation {name!r}; choose from {sorted(ABLATIONS)}")
         return UniFARConfig.from_dict({**self.to_dict(), **ABLATIONS[name]})
+
+
+def _check(ok: bool, name: str, rule: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {rule}, got {value!r}")
+
+
+def _check_ranges(c: "UniFARConfig") -> None:
+    """Ranges of :class:`UniFARConfig`'s fields (their types are checked already)."""
+    for f in fields(c):  # NaN and infinity pass every comparison below
+        v = getattr(c, f.name)
+        _check(not isinstance(v, float) or math.isfinite(v), f.name, "finite", v)
+    for i, name in enumerate(c.facets):
+        _check(bool(name.strip()), f"facets[{i}]", "a non-empty name", name)
+    _check(len(set(c.facets)) == len(c.facets), "facets", "distinct names", list(c.facets))
+    for name in ("num_heads", "batch_size", "grad_accumulation", "epochs"):
+        _check(getattr(c, name) >= 1, name, "at least 1", getattr(c, name))
+    _check(c.mlp_hidden is None or c.mlp_hidden >= 1, "mlp_hidden", "at least 1 (or None)", c.mlp_hidden)
+    for name in ("dropout", "warmup_ratio"):
+        _check(0.0 <= getattr(c, name) < 1.0, name, "in [0, 1)", getattr(c, name))
+    for name in ("init_qk_std", "kl_lambda_start", "kl_lambda_end", "lr_base", "lr_anchors", "lr_aggregation",
+                 "weight_decay", "seed"):
+        _check(getattr(c, name) >= 0, name, "at least 0", getattr(c, name))
 
 
 #: Table 3's rows as config overrides.
@@ -247,6 +286,15 @@ class TrainArgs:
     top_layers_dropout: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.output_dir, Path):  # a folder given as a Path is as good as its name
+            self.output_dir = str(self.output_dir)
+        check_fields(self)  # e.g. epochs="1" from a hand-written dict would fail deep in the loop
+        _check(bool(self.output_dir), "output_dir", "a folder name", self.output_dir)
+        for name in ("eval_every", "seed"):
+            _check(getattr(self, name) >= 0, name, "at least 0", getattr(self, name))
+        _check(self.max_loss > 0, "max_loss", "positive", self.max_loss)
+        _check(self.grad_clip is None or (math.isfinite(self.grad_clip) and self.grad_clip > 0), "grad_clip",
+               "positive and finite (or None)", self.grad_clip)
         for name in ("save_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

@@ -1,4 +1,5 @@
-"""Small file utilities shared by the library: hashing (provenance, integrity checks) and
+"""Small file utilities shared by the library: hashing (provenance, integrity checks), digests
+of a folder's files recorded at writing and checked at reading (model folders, checkpoints), and
 atomic folder writes (checkpoints, FTU folders), so an interrupted run never leaves half a folder."""
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
-__all__ = ["sha256_file", "atomic_dir", "atomic_file", "display_path", "write_json"]
+__all__ = ["sha256_file", "atomic_dir", "atomic_file", "display_path", "write_json", "IntegrityError",
+           "file_digests", "digest_mismatch"]
 
 #: the repository root (the folder holding the ``unifar`` package)
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +63,34 @@ def sha256_file(path: str | os.PathLike[str], block_size: int = 1 << 22) -> str:
         for block in iter(lambda: f.read(block_size), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class IntegrityError(ValueError):
+    """A file does not match what was recorded when it was written (corrupted, truncated, edited),
+    or a folder's parts do not fit together."""
+
+
+def file_digests(folder: str | os.PathLike[str], names: Iterable[str]) -> dict[str, dict[str, object]]:
+    """``{name: {"sha256", "bytes"}}`` of the files ``names`` (paths relative to ``folder``)."""
+    folder = Path(folder)
+    return {n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size} for n in sorted(names)}
+
+
+def digest_mismatch(folder: str | os.PathLike[str], recorded: Mapping[str, Mapping[str, object]],
+                    record_name: str) -> str | None:
+    """Why the files of ``folder`` differ from ``recorded`` (:func:`file_digests` as stored in the
+    file ``record_name``), naming the first file that differs; None when all match."""
+    folder = Path(folder)
+    for name, rec in sorted(recorded.items()):
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing (listed in {record_name})"
+        size = path.stat().st_size
+        if "bytes" in rec and size != rec["bytes"]:
+            return f"{path} has {size} bytes, {record_name} records {rec['bytes']} (truncated or changed)"
+        if sha256_file(path) != rec.get("sha256"):
+            return f"{path}: SHA-256 differs from {record_name} (corrupted or changed after saving)"
+    return None
 
 
 def atomic_file(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:

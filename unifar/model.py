@@ -27,7 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base_models import encoder_layers, load_encoder, run_layers, top_encoder_layers
+from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, check_model_folder, load_weights
 from .config import UniFARConfig
+from .files import file_digests, write_json
 from .pooling import length_order, sentence_states
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
@@ -36,10 +38,6 @@ if TYPE_CHECKING:
     from .caching import TokenStateCache
 
 __all__ = ["UniFAR", "UniFAROutput", "FacetEncoding"]
-
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-BASE_DIR = "base"
 
 
 @dataclass
@@ -374,7 +372,8 @@ class UniFAR(nn.Module):
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write ``config.json``, ``model.safetensors`` and ``base/`` (encoder config + tokenizer).
+        """Write ``config.json``, ``model.safetensors``, ``base/`` (encoder config + tokenizer) and
+        ``manifest.json`` (the SHA-256 of each of them and the config the weights were saved with).
 
         The folder is self-contained: it loads without the original base weights and without pickle.
         Files are written under temporary names and renamed, so a crash never leaves a torn file.
@@ -391,28 +390,27 @@ class UniFAR(nn.Module):
         tmp = d / (CONFIG_NAME + ".tmp")
         self.config.to_json(tmp)
         os.replace(tmp, d / CONFIG_NAME)
+        # Written last: a folder with a manifest is complete, and its digests let a load refuse
+        # flipped bytes or a truncated file instead of returning NaN embeddings.
+        names = [CONFIG_NAME, WEIGHTS_NAME] + [p.relative_to(d).as_posix() for p in (d / BASE_DIR).rglob("*") if p.is_file()]
+        write_json(d / MANIFEST_NAME, {"format": "unifar-model", "config": self.config.to_dict(),
+                                       "files": file_digests(d, names)})
         return d
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device | None = None) -> "UniFAR":
-        """Load a folder written by :meth:`save_pretrained` (safetensors only, no pickle)."""
-        from safetensors.torch import load_model
+        """Load a folder written by :meth:`save_pretrained` (safetensors only, no pickle), checked by
+        :func:`check_model_folder` and :func:`load_weights`."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         d = Path(directory)
         missing = [n for n in (CONFIG_NAME, WEIGHTS_NAME, BASE_DIR) if not (d / n).exists()]
         if missing:
             raise FileNotFoundError(f"{d} is not a UniFAR checkpoint: missing {', '.join(missing)}")
-        config = UniFARConfig.from_json(d / CONFIG_NAME)
+        config = check_model_folder(d)
         base = AutoModel.from_config(AutoConfig.from_pretrained(d / BASE_DIR))
         tokenizer = AutoTokenizer.from_pretrained(d / BASE_DIR)
         model = cls(config, base_model=base, tokenizer=tokenizer, device="cpu", init_anchors=False)
-        missing, unexpected = load_model(model, str(d / WEIGHTS_NAME), strict=False)
-        # An encoder's unused pooler may be absent from (or extra in) the file; nothing else may.
-        missing = [k for k in missing if not k.startswith("base.pooler.")]
-        unexpected = [k for k in unexpected if not k.startswith("base.pooler.")]
-        if missing or unexpected:
-            raise RuntimeError(
-                f"{d / WEIGHTS_NAME} does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
-            )
+        load_weights(model, d / WEIGHTS_NAME, "cpu")
         return model.to(pick_device(device))
+

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 
 from .caching import TokenStateCache
-from .checkpoints import gather_rng_states, load_checkpoint, resume_point, save_checkpoint, write_run_info
+from .checkpoints import (TRAINER_STATE, RunFolderBusy, gather_rng_states, load_checkpoint, lock_run_folder, resume_point,
+                          save_checkpoint, unlock_run_folder, write_run_info)
 from .config import TrainArgs, UniFARConfig, check_training_config
 from .distributed import init_distributed, mean_over_ranks, rank_device, wrap_ddp
 from .files import atomic_dir
@@ -51,7 +52,7 @@ from .model import UniFAR
 from .objective import Objective, build_ftu_batch, held_out_loss
 from .optim import make_optimizer, make_scheduler
 from .runtime import git_commit, machine_facts, peak_memory
-from .training_data import epoch_shard, run_length, split_ftus
+from .training_data import epoch_shard, ftus_digest, run_length, split_ftus
 from .training_log import start_log
 
 __all__ = ["TrainResult", "TrainingDiverged", "train"]
@@ -104,14 +105,20 @@ def train(
     FTUs is held out. Each ``callbacks`` entry is called with every step's log record (all ranks).
     ``state_cache`` (with ``args.freeze_base``): a :class:`~unifar.caching.TokenStateCache` to reuse
     across runs on the same frozen base (e.g. a sweep); a fresh one by default.
+
+    One run at a time per ``args.output_dir``: rank 0 holds ``OUT/.lock`` for the run, and a
+    second run into the folder raises :class:`~unifar.checkpoints.RunFolderBusy` at once.
     """
     resume = args.resume if resume is None else resume
     rank, world, local_rank, dist_here = init_distributed()
     is_main = rank == 0
+    lock = None
     try:
+        lock = _lock_output(Path(args.output_dir), is_main, world)
         return _train(config, ftu_dataset, args, model, resume, eval_dataset, list(callbacks), rank, world, local_rank, is_main,
                       state_cache)
     finally:
+        unlock_run_folder(lock)
         if dist_here:
             import torch.distributed as dist
 
@@ -119,6 +126,27 @@ def train(
 
 
 # ================================================================================ setup steps
+def _lock_output(out_dir: Path, is_main: bool, world: int) -> Any:
+    """Rank 0 locks the run folder (only it writes there); every rank learns whether it could, so
+    with another run in the folder (or an unwritable one) all ranks stop instead of waiting."""
+    lock, failed = None, None
+    if is_main:
+        try:
+            lock = lock_run_folder(out_dir)
+        except OSError as err:  # RunFolderBusy, or the folder cannot be created
+            failed = err
+    if world > 1:
+        import torch.distributed as dist
+
+        shared = [None if failed is None else str(failed)]
+        dist.broadcast_object_list(shared, src=0)
+        if shared[0] is not None and failed is None:
+            failed = RunFolderBusy(f"rank 0: {shared[0]}")
+    if failed is not None:
+        raise failed
+    return lock
+
+
 def _setup_model(config: UniFARConfig | None, model: UniFAR | None, device: torch.device,
                  state: Mapping[str, Any] | None, ckpt: Path | None) -> tuple[UniFAR, UniFARConfig]:
     """``UniFAR(config)``, or the given model checked against ``config`` in every model field
@@ -178,7 +206,7 @@ def _train(
     device, use_bf16, autocast = rank_device(args.device, world, local_rank, args.tf32, args.bf16)
     ckpt, state, seed = resume_point(out_dir, resume, args.seed, is_main)
     if state is not None and config is None and model is None:
-        config = UniFARConfig.from_dict(state["config"])
+        config = UniFARConfig.from_dict(state["config"], where=str(ckpt / TRAINER_STATE))
     # Seed every RNG (rank-specific for torch so dropout masks differ across ranks).
     random.seed(seed)
     np.random.seed(seed)
@@ -187,6 +215,7 @@ def _train(
 
     # ---- data: held-out split, run length ---------------------------------------------------
     train_ftus, eval_ftus, eval_docs = split_ftus(ds, eval_dataset, args, seed)
+    train_digest = ftus_digest(train_ftus)  # a checkpoint records it: a resume must train on the same FTUs
     documents = ds.documents
     bs, per_step = config.batch_size, config.batch_size * config.grad_accumulation
     steps_per_epoch, epochs, total_steps, warmup_steps = run_length(len(train_ftus), world, config, args.epochs,
@@ -206,7 +235,8 @@ def _train(
     step, start_epoch, start_pos = 0, 0, 0
     if ckpt is not None and state is not None:
         step, start_epoch, start_pos = load_checkpoint(ckpt, state, model, optimizer, scheduler, device, rank, world,
-                                                       seed, len(train_ftus), total_steps)
+                                                       seed, len(train_ftus), total_steps, ftus_digest=train_digest,
+                                                       verified=True)
     start_step = step
     log_path = start_log(out_dir, ckpt, step) if is_main else None
     run_base = {
@@ -294,7 +324,7 @@ def _train(
                     if is_main:
                         at = (epoch, pos + 1) if pos + 1 < steps_per_epoch else (epoch + 1, 0)
                         trainer_state = {**run_base, "step": step, "epoch": at[0], "step_in_epoch": at[1],
-                                         "last_terms": dict(current)}
+                                         "last_terms": dict(current), "train_ftus_sha256": train_digest}
                         last_ckpt = save_checkpoint(out_dir, model, optimizer, scheduler, rng_states, trainer_state,
                                                     args.keep_checkpoints)
                 for cb in callbacks:

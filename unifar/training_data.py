@@ -9,14 +9,16 @@ whether its batch of 4 is per GPU).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from .config import UniFARConfig
 
-__all__ = ["split_ftus", "epoch_shard", "run_length"]
+__all__ = ["split_ftus", "epoch_shard", "run_length", "ftus_digest"]
 
 
 def split_ftus(ds: Any, eval_dataset: Any | None, args: Any, seed: int) -> tuple[list, list, Mapping[str, Any]]:
@@ -74,3 +76,18 @@ def run_length(n_train: int, world: int, config: UniFARConfig, epochs: int | Non
         total_steps = min(total_steps, max_steps)
     warmup_steps = math.ceil(config.warmup_ratio * total_steps)
     return steps_per_epoch, epochs, total_steps, warmup_steps
+
+
+def ftus_digest(ftus: Iterable[Any]) -> str:
+    """SHA-256 of FTUs in order (each one's ``to_dict()`` as sorted JSON): what a checkpoint
+    records of the FTUs it was trained on, so a resume on another training set is refused.
+
+    >>> from unifar.construction.ftu import FTU
+    >>> ftus_digest([FTU("a")]) == ftus_digest([FTU("a")]) != ftus_digest([FTU("b")])
+    True
+    """
+    h = hashlib.sha256()
+    for u in ftus:
+        h.update(json.dumps(u.to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
