@@ -313,6 +313,8 @@ def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):
     from unifar.runtime import pick_device
 
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # pick_device refuses absent GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert pick_device("cuda") == torch.device("cuda", 0)
     assert pick_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
     assert pick_device("cpu") == torch.device("cpu")

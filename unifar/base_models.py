@@ -13,12 +13,19 @@ we use come from packages that carry their weights:
 Both are pinned in ``pyproject.toml`` (extra ``models``) and the SHA-256 of the weights is checked
 before use, so a silently different checkpoint cannot change the book's numbers. Any other name
 (a Hugging Face hub id or a local directory) is returned unchanged for ``transformers``.
+
+:func:`load_encoder` checks a name before ``transformers`` sees it (:func:`check_model_name`): a
+typo such as ``minlm`` (neither a short name, nor an existing folder, nor a hub id ``owner/name``)
+fails at once with the names that exist, instead of after half a minute of hub retries.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import shutil
+import socket
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -29,7 +36,7 @@ from typing import Any, Sequence
 
 from .files import sha256_file
 
-__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "load_encoder", "cache_dir",
+__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "check_model_name", "offline_state", "load_encoder", "cache_dir",
            "encoder_layers", "top_encoder_layers", "run_layers"]
 
 
@@ -132,8 +139,8 @@ def resolve_base_model(name: str, verify: bool = True) -> str:
     ``"minilm"`` and ``"mpnet"`` (or their hub ids) resolve to the weights shipped by the pinned
     packages, checked by SHA-256; any other string is returned unchanged.
 
-    >>> resolve_base_model("bert-base-uncased")
-    'bert-base-uncased'
+    >>> resolve_base_model("google-bert/bert-base-uncased")
+    'google-bert/bert-base-uncased'
     """
     key = _ALIASES.get(name, name.lower() if name.lower() in OFFLINE_MODELS else name)
     if key not in OFFLINE_MODELS:
@@ -153,17 +160,112 @@ def resolve_base_model(name: str, verify: bool = True) -> str:
     return str(path)
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name, the shape of a hub model id
+
+
+def offline_state(probe: bool = False) -> str | None:
+    """Why the model hub cannot be reached, or None when nothing says so: ``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE`` set, or (``probe``) no connection to the hub's host within 2 s.
+
+    The probe is skipped behind a proxy (``HTTPS_PROXY``): only ``transformers`` knows that route.
+    """
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"{var} is set, so the hub is not consulted"
+    if not probe or any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    host = re.sub(r"^\w+://", "", os.environ.get("HF_ENDPOINT", "https://huggingface.co")).split("/")[0]
+    try:
+        socket.create_connection((host.split(":")[0], 443), timeout=2).close()
+    except OSError:
+        return f"this machine has no network ({host} is unreachable)"
+    return None
+
+
+def _in_hub_cache(name: str) -> bool:
+    """True when ``transformers`` can load hub id ``name`` from its local cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except (ImportError, ValueError, OSError):  # an old huggingface_hub or a name it rejects: transformers decides
+        return False
+
+
+def _names_hint(name: str) -> str:
+    close = difflib.get_close_matches(name.lower(), list(OFFLINE_MODELS), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (f"{hint}short names: {', '.join(OFFLINE_MODELS)}; a local encoder folder or a hub id "
+            f"(owner/name, e.g. {OFFLINE_MODELS['minilm'].hub_id}) also works")
+
+
+def check_model_name(name: str) -> str:
+    """Refuse a base model name that cannot name an encoder, before ``transformers`` is called.
+
+    Accepted: a short name (:data:`OFFLINE_MODELS`) or its hub id, an existing folder, a hub id
+    in the local cache, and any other ``owner/name`` (left to ``transformers``). Returns
+    ``"short"``, ``"path"`` or ``"hub"``. A name that looks like a path (``./x``, ``/x``, ``a/b/c``,
+    or ``a/b`` where ``a`` is a folder here) but does not exist raises :class:`FileNotFoundError`;
+    anything else (``minlm``) :class:`ValueError`, naming the short names. Legacy hub ids
+    without an owner (``bert-base-uncased``) load when cached or when the hub can be reached.
+
+    >>> check_model_name("minilm"), check_model_name("sentence-transformers/all-MiniLM-L6-v2")
+    ('short', 'short')
+    >>> check_model_name("minlm")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown base model 'minlm': did you mean 'minilm'? short names: minilm, mpnet; ...
+    """
+    if not isinstance(name, (str, os.PathLike)) or not str(name).strip():
+        raise ValueError(f"base model name must be a non-empty string, got {name!r}")
+    name = str(name)
+    if name.lower() in OFFLINE_MODELS or name in _ALIASES:
+        return "short"
+    if Path(name).expanduser().exists():
+        return "path"
+    offline = offline_state()
+    where = f" ({offline})" if offline else ""
+    pathlike = (name.startswith((".", "/", "~", "\\")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+                or ("/" in name and Path(name.split("/")[0]).is_dir()))
+    if pathlike:
+        raise FileNotFoundError(f"base model {name!r}: no such folder (a local encoder folder or UniFAR checkpoint); "
+                                f"{_names_hint(name)}{where}")
+    if _HUB_ID.match(name) or _in_hub_cache(name):
+        return "hub"
+    # a bare name: a typo of a short name (minlm) is refused at once; any other bare name may
+    # be a legacy hub id (bert-base-uncased), tried only when the hub can be reached
+    close = difflib.get_close_matches(name.lower(), list(OFFLINE_MODELS), n=1, cutoff=0.6)
+    if not close and re.fullmatch(r"[\w.-]+", name) and not offline_state(probe=True):
+        return "hub"
+    raise ValueError(f"unknown base model {name!r}: {_names_hint(name)}{where}")
+
+
+def _load_error(name: str, kind: str, err: Exception) -> Exception:
+    """The error of a hub id or folder that ``transformers`` could not load, in one line."""
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    offline = offline_state(probe=True) if kind == "hub" else None
+    why = f"; {offline}" if offline else ""
+    return FileNotFoundError(f"base model {name!r} could not be loaded ({first}){why}; {_names_hint(name)}")
+
+
 def load_encoder(name: str) -> tuple[Any, Any]:
     """``(AutoModel, AutoTokenizer)`` for a short name, hub id or path, weights in float32.
 
     Weights stored in half precision are up-cast: mixed precision is applied at run time by
     autocast (bf16 on CUDA), never by the stored dtype, so CPU results do not depend on how a
-    checkpoint was saved.
+    checkpoint was saved. The name is checked first (:func:`check_model_name`); a hub id that
+    is not cached locally is not tried when the hub is unreachable (:func:`offline_state`), and
+    a failed load ends in one :class:`FileNotFoundError` naming the model and the reason.
     """
     import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    kind = check_model_name(name)
+    if kind == "hub" and not _in_hub_cache(name):
+        offline = offline_state(probe=True)
+        if offline:  # transformers would retry for half a minute, then fail anyway
+            raise FileNotFoundError(f"base model {name!r} is not in the local cache and {offline}; {_names_hint(name)}")
     path = resolve_base_model(name)
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # the per-weight loading bar is noise in notebooks
@@ -172,10 +274,15 @@ def load_encoder(name: str) -> tuple[Any, Any]:
             model = AutoModel.from_pretrained(path, dtype=torch.float32)
         except TypeError:  # transformers < 4.56 names it torch_dtype
             model = AutoModel.from_pretrained(path, torch_dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        if kind == "short":  # the shipped weights were checked above: a real fault, keep it whole
+            raise
+        raise _load_error(name, kind, err) from err
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
-    return model, AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
 
 
 # ------------------------------------------------------------------ the base split in two

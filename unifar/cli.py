@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import sha256_file
+from .files import atomic_file, sha256_file
 from .runtime import machine_facts
 
 __all__ = ["main", "build_parser", "format_table"]
@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=["test", "dev"], default="test", help="test: 2-fold test score (reported); dev: fold1_dev (tuning)")
     ev.add_argument("--no-query-title", action="store_true", help="facet-query: the query is the facet's sentences without the title")
     ev.add_argument("--exclude-self", action="store_true", help="leave a query paper out of its own pool (as the shipped SPECTER rankings do)")
+    ev.add_argument("--allow-partial", action="store_true", help="with --rankings: score rankings that leave candidates of a "
+                    "pool unranked, as the official scripts do (unranked candidates are not scored, which inflates MAP; "
+                    "default: refuse them)")
     ev.add_argument("--json", metavar="OUT", help="write the scores as JSON (csfcube: metadata to OUT with suffix .meta.json; all: one JSON holding everything)")
     ev.add_argument("--save-rankings", metavar="DIR", help="also write the rankings in the upstream format")
     ev.add_argument("--data-dir", metavar="DIR", help="CSFCube folder (default: the repository's data/csfcube)")
@@ -138,7 +141,10 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             parser.error(f"--rankings: folder not found: {args.rankings}")
         data = load_csfcube(args.data_dir, check_texts=False)
         ranked = read_ranked_pools(args.rankings, args.name)
+        _report_coverage(ranked, data, args.allow_partial)
         meta.update(source="rankings", rankings=Path(args.rankings).name, name=args.name)
+        if args.allow_partial:
+            meta["allow_partial"] = True
         title = f"CSFCube ({args.split}), rankings in {args.rankings}"
     else:
         method = args.method or "mean"
@@ -150,6 +156,9 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             parser.error(f"--max-length must be at least 8, got {args.max_length}")
         if args.batch_size < 1:
             parser.error(f"--batch-size must be positive, got {args.batch_size}")
+        if args.allow_partial:
+            parser.error("--allow-partial applies to --rankings: a model ranks every candidate")
+        _check_device_and_models(args.device, args.model if method != "bm25" else None)
         data = load_csfcube(args.data_dir)
         ranked = rank_pools(_retriever(args, method), data, exclude_query=args.exclude_self)
         model = _public_model_name(args.model) if args.model and method != "bm25" else None
@@ -168,12 +177,11 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             name = _safe_name(args.name or "-".join(x for x in (model, method) if x))
             write_ranked_pools(ranked, args.save_rankings, name)
             meta["rankings_name"] = name
-    scores, _ = score_csfcube_ranking(ranked, data, split=args.split)  # the path of `evaluate all`
+    scores, _ = score_csfcube_ranking(ranked, data, split=args.split, allow_partial=args.allow_partial)  # as `evaluate all`
     print(format_table(scores, title))
     if args.json:
         out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+        _write_text(out, json.dumps(scores, indent=2) + "\n")
         abstracts = Path(data.root) / "abstracts-csfcube-preds.jsonl" if data.root else None
         meta.update(
             date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -182,9 +190,46 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
             machine=machine_facts(),
         )
         meta_path = out.with_name(out.name[: -len(out.suffix)] + ".meta.json" if out.suffix else out.name + ".meta.json")
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _write_text(meta_path, json.dumps(meta, indent=2) + "\n")
         print(f"wrote {out} and {meta_path}")
     return scores
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write a result file atomically: a reader or a parallel run never sees a half-written one."""
+    atomic_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _check_device_and_models(device: str | None, *models: str | None) -> None:
+    """Fail on a ``--device`` this machine lacks, or a model name that names nothing (``minlm``),
+    before any data or model is loaded (:func:`unifar.base_models.check_model_name`)."""
+    from .base_models import check_model_name
+    from .evaluation.systems import is_unifar_checkpoint
+
+    for model in models:
+        if model is not None and not is_unifar_checkpoint(model):
+            check_model_name(model)  # ValueError / FileNotFoundError naming the short names
+    if device is not None:
+        from .runtime import pick_device
+
+        pick_device(device)  # ValueError naming the devices that exist
+
+
+def _report_coverage(ranked: Any, data: Any, allow_partial: bool) -> None:
+    """Say on stderr which queries of a ranking file leave candidates unranked (with
+    ``--allow-partial``) and which leave only the query paper out of its own pool."""
+    from .evaluation.csfcube import pool_coverage
+
+    cov = pool_coverage(ranked, data)
+    if cov["incomplete"] and allow_partial:
+        n_missing = sum(x[2] for x in cov["incomplete"])
+        print(f"warning: --allow-partial: {len(cov['incomplete'])} ranked queries leave {n_missing} candidates of "
+              "their pools unranked; they are not scored (the official scripts' behaviour), which inflates MAP",
+              file=sys.stderr)
+    if cov["self_left_out"]:
+        where = ", ".join(f"{q} ({f})" for f, q in cov["self_left_out"])
+        print(f"note: the rankings leave the query paper out of its own pool for {len(cov['self_left_out'])} "
+              f"queries [{where}], as --exclude-self does; scored without it", file=sys.stderr)
 
 
 _ALL_ONLY = ("systems", "benchmarks", "base_model", "doris_mae", "litsearch")
@@ -206,6 +251,9 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(f"--batch-size must be positive, got {args.batch_size}")
     if args.n_resamples < 1:
         parser.error(f"--n-resamples must be positive, got {args.n_resamples}")
+    if args.allow_partial:
+        parser.error("--allow-partial applies to 'evaluate csfcube --rankings', not to 'evaluate all'")
+    _check_device_and_models(args.device, args.model, args.base_model)
     from .evaluation.report import format_results
     from .evaluation.runner import evaluate_all, save_results
 

@@ -22,22 +22,52 @@ from .files import REPO
 if TYPE_CHECKING:  # torch is imported only when a run uses it (the CSFCube CLI is torch-free)
     import torch
 
-__all__ = ["pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
+__all__ = ["available_devices", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
 
+
+
+def available_devices() -> list[str]:
+    """The torch devices this machine can use: ``cpu``, then ``cuda:0`` ... and ``mps`` when present."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
 
 
 def pick_device(device: "str | torch.device | None" = None) -> "torch.device":
     """``device`` if given, else CUDA when present, else CPU.
 
     A bare ``cuda`` gets the current GPU's index: ``torch.cuda.set_device`` refuses a device
-    without one, and ``torch.device("cuda") != torch.device("cuda:0")`` in comparisons.
+    without one, and ``torch.device("cuda") != torch.device("cuda:0")`` in comparisons. A device
+    this machine lacks (``cuda`` without a GPU, ``cuda:3`` with one GPU, ``mps`` off a Mac) or a
+    misspelt one (``gpu``) raises :class:`ValueError` naming the devices that exist, instead of
+    torch's assertion deep inside the first ``.to()``.
 
     >>> pick_device("cpu")
     device(type='cpu')
     """
     import torch
 
-    d = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        d = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device {device!r} is not a torch device ({err}); "
+                         f"this machine has: {', '.join(available_devices())}") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        built = "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}"
+        raise ValueError(f"device {str(device)!r}: no CUDA device exists on this machine (torch {torch.__version__} "
+                         f"built {built}); this machine has: {', '.join(available_devices())}")
+    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r}: no such CUDA device, only {torch.cuda.device_count()} exist here; "
+                         f"this machine has: {', '.join(available_devices())}")
+    if d.type == "mps" and "mps" not in available_devices():
+        raise ValueError(f"device {str(device)!r}: MPS (Apple GPU) is not available here; "
+                         f"this machine has: {', '.join(available_devices())}")
     if d.type == "cuda" and d.index is None:
         d = torch.device("cuda", torch.cuda.current_device())
     return d

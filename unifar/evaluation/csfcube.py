@@ -5,8 +5,12 @@ CSFCube protocol (Mysore et al., 2021; GitHub ``iesl/CSFCube`` ``eval_scripts/ra
 * a ranking is, per facet, ``{qpid: [(cpid, score), ...]}`` in rank order; the evaluator reads only
   the order (the upstream files carry distances, ours similarities);
 * each ranked candidate gets its adjudicated grade; a candidate that is not annotated for that
-  query is an error (upstream: ``KeyError``); annotated candidates missing from the ranking are
-  simply not scored (upstream behaviour);
+  query, or listed twice, is an error (upstream: ``KeyError``). Annotated candidates missing
+  from the ranking are not scored upstream, so a ranking that keeps one relevant candidate per
+  query scores MAP 100: here such a ranking is refused (:func:`pool_coverage`) unless
+  ``allow_partial=True`` (command line ``--allow-partial``). Leaving only the query paper out of
+  its own pool, as the shipped SPECTER rankings and ``rank_pools(exclude_query=True)`` do, is
+  accepted as complete;
 * query 8781666 is annotated as a grade-3 candidate of itself (background and result). The
   upstream README's ranking recipe ranks every annotated candidate, so :func:`rank_pools` keeps it
   by default (a dense ranker then puts it first); the shipped SPECTER rankings leave it out.
@@ -34,6 +38,7 @@ import numpy as np
 
 from ..datasets.csfcube import CSFCube
 from ..facets import FACETS, facet_of_csfcube_label
+from ..files import atomic_file
 from .metrics import csfcube_query_metrics, fold_mean
 from .ranking import rank_order
 from .retrievers import Retriever, ScoreFn
@@ -50,6 +55,7 @@ __all__ = [
     "csfcube_strata",
     "evaluate_csfcube_rankings",
     "fold_names",
+    "pool_coverage",
     "ranked_grades",
     "ranked_pool_names",
     "rank_pools",
@@ -102,8 +108,12 @@ def read_ranked_pools(directory: str | Path, name: str | None = None) -> Ranked:
     ranked: Ranked = {}
     for facet in FACETS:
         path = _pool_file(directory, name, facet)
+        blob = path.read_bytes()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(blob.decode("utf-8"))
+        except UnicodeDecodeError as err:  # name the file and line: the codec's message names neither
+            line = blob.count(b"\n", 0, err.start) + 1
+            raise ValueError(f"{path}:{line}: not valid UTF-8 (byte 0x{blob[err.start]:02x} at offset {err.start})") from None
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
         if not isinstance(raw, dict):
@@ -129,7 +139,8 @@ def write_ranked_pools(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, flo
             raise ValueError(f"unknown facet {facet!r}; expected one of {FACETS}")
         path = _pool_file(directory, name, facet)
         payload = {q: [[c, float(s)] for c, s in items] for q, items in per_query.items()}
-        path.write_text(json.dumps(payload), encoding="utf-8")
+        text = json.dumps(payload)
+        atomic_file(path, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))  # readers never see half a file
         paths.append(path)
     return paths
 
@@ -163,8 +174,47 @@ def rank_pools(score_fn: ScoreFn | Retriever, data: CSFCube, facets: Sequence[st
     return ranked
 
 
-def ranked_grades(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube) -> dict[str, dict[str, np.ndarray]]:
-    """Adjudicated grades of each ranked list, in rank order: ``{facet: {qpid: int array}}``."""
+def pool_coverage(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube) -> dict[str, list]:
+    """Which ranked queries leave annotated candidates of their pool unranked.
+
+    ``{"incomplete": [(facet, qpid, n_missing, pool_size), ...], "self_left_out": [(facet, qpid), ...]}``:
+    ``self_left_out`` lists queries whose only missing candidate is the query paper itself (the
+    ``exclude_query`` convention, complete for scoring). Queries absent from the ranking are
+    :func:`aggregate_csfcube`'s concern.
+    """
+    incomplete, self_left_out = [], []
+    for facet, per_query in ranked.items():
+        gold = data.anns.get(facet, {})
+        for qpid, items in per_query.items():
+            if qpid not in gold:
+                continue  # refused by ranked_grades
+            missing = set(gold[qpid][0]) - {c for c, _ in items}
+            if missing == {qpid}:
+                self_left_out.append((facet, qpid))
+            elif missing:
+                incomplete.append((facet, qpid, len(missing), len(gold[qpid][0])))
+    return {"incomplete": incomplete, "self_left_out": self_left_out}
+
+
+def _refuse_partial(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube) -> None:
+    incomplete = pool_coverage(ranked, data)["incomplete"]
+    if incomplete:
+        facet, qpid, n, size = incomplete[0]
+        total = sum(len(per_q) for per_q in ranked.values())
+        raise ValueError(
+            f"incomplete rankings: {len(incomplete)} of {total} ranked queries leave candidates of their pool unranked "
+            f"({sum(x[2] for x in incomplete)} candidates in all; e.g. query {qpid} ({facet}) ranks {size - n} of {size}). "
+            "Unranked candidates are not scored, which inflates MAP (one relevant candidate per query scores 100). "
+            "Rank every candidate, or score them as the official scripts do with allow_partial=True "
+            "(command line: --allow-partial)")
+
+
+def ranked_grades(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube,
+                  allow_partial: bool = False) -> dict[str, dict[str, np.ndarray]]:
+    """Adjudicated grades of each ranked list, in rank order: ``{facet: {qpid: int array}}``.
+
+    Refuses candidates outside the pool, duplicates and, unless ``allow_partial``, rankings that
+    leave candidates of a pool unranked (:func:`pool_coverage`)."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for facet, per_query in ranked.items():
         if facet not in FACETS:
@@ -182,15 +232,19 @@ def ranked_grades(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]
             if len(set(cpids)) != len(cpids):
                 raise ValueError(f"{facet}/{qpid}: the ranking lists a candidate twice")
             out[facet][qpid] = np.array([grade_of[c] for c in cpids], dtype=np.int64)
+    if not allow_partial:
+        _refuse_partial(ranked, data)
     return out
 
 
-def csfcube_per_query(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube) -> dict[str, dict[str, dict[str, float]]]:
+def csfcube_per_query(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube,
+                      allow_partial: bool = False) -> dict[str, dict[str, dict[str, float]]]:
     """Per-query metrics (fractions): ``{facet: {qpid: {"map": AP, "ndcg%20": NDCG%20}}}``.
 
-    The input for bootstrap confidence intervals and paired tests.
+    The input for bootstrap confidence intervals and paired tests. ``allow_partial``: see
+    :func:`ranked_grades`.
     """
-    grades = ranked_grades(ranked, data)
+    grades = ranked_grades(ranked, data, allow_partial)
     return {f: {q: csfcube_query_metrics(g) for q, g in per_q.items()} for f, per_q in grades.items()}
 
 
@@ -262,14 +316,16 @@ def aggregate_csfcube(per_query: Mapping[str, Mapping[str, Mapping[str, float]]]
 
 
 def evaluate_csfcube_rankings(
-    ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube, split: str = "test"
+    ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube, split: str = "test",
+    allow_partial: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Official CSFCube scores of a ranking, in percent: ``{facet|"all": {"map", "ndcg%20"}}``.
 
     ``split="test"`` gives the reported 2-fold number; ``split="dev"`` the fold1_dev tuning number.
-    Per-query values: :func:`csfcube_per_query`.
+    Per-query values: :func:`csfcube_per_query`. A ranking that leaves candidates of a pool
+    unranked is refused unless ``allow_partial`` (then scored as the official scripts do).
     """
-    return aggregate_csfcube(csfcube_per_query(ranked, data), data, split=split)
+    return aggregate_csfcube(csfcube_per_query(ranked, data, allow_partial), data, split=split)
 
 
 def csfcube_frame(results: Mapping[str, Mapping[str, Mapping[str, float]]], source: str | None = None):
@@ -316,14 +372,14 @@ def csfcube_strata(data: CSFCube, split: str) -> dict[str, list[list[str]]]:
 
 
 def csfcube_scores(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube,
-                   split: str = "test") -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+                   split: str = "test", allow_partial: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """A ranking's official scores and per-query values, in percent:
     ``({facet|"all": {"map", "ndcg%20"}}, {"<facet|all>/<metric>": {"<qpid>_<facet>": value}})``.
 
     The first is :func:`evaluate_csfcube_rankings`; the second holds every query of the split's
     folds (:func:`fold_names`), in fold order, for bootstrap intervals and paired tests.
     """
-    per_facet = csfcube_per_query(ranked, data)
+    per_facet = csfcube_per_query(ranked, data, allow_partial)
     aggregate = aggregate_csfcube(per_facet, data, split=split)
     keyed = {f"{q}_{f}": m for f, per_q in per_facet.items() for q, m in per_q.items()}
     per_query = {}

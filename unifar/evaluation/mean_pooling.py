@@ -39,6 +39,7 @@ class MeanPoolingEncoder:
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         from ..base_models import load_encoder
+        from ..runtime import pick_device
 
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
@@ -49,7 +50,7 @@ class MeanPoolingEncoder:
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = pick_device(device)  # a device this machine lacks fails here, before the weights load
         encoder, self.tokenizer = load_encoder(model)
         self.model = encoder.eval().to(self.device)
 

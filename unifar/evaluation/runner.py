@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_file
 from ..runtime import git_commit, machine_facts
 from .benchmarks import DEFAULT_BENCHMARKS, DORIS_LEVELS, LOADERS, LoadedBenchmark
 from .bootstrap import N_RESAMPLES, bootstrap_ci
@@ -53,16 +54,17 @@ def _with_ci(per_query: Mapping[str, Mapping[str, float]], n_resamples: int, see
 
 
 def score_csfcube_ranking(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: Any,
-                          split: str = "test") -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+                          split: str = "test", allow_partial: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Official scores of a CSFCube ranking, ``{facet|"all": {"map", "ndcg%20"}}`` (percent), and
     the system's entry of a result: ``{"metrics": {"all/map": ...}, "per_query": {...}, "n_queries"}``.
 
     The one path by which both :func:`evaluate_all` and ``python -m unifar evaluate csfcube``
-    score a ranking (:func:`unifar.evaluation.csfcube.csfcube_scores`).
+    score a ranking (:func:`unifar.evaluation.csfcube.csfcube_scores`). A ranking that leaves
+    candidates of a pool unranked is refused unless ``allow_partial``.
     """
     from .csfcube import csfcube_scores
 
-    scores, per_query = csfcube_scores(ranked, data, split)
+    scores, per_query = csfcube_scores(ranked, data, split, allow_partial)
     metrics = {f"{target}/{m}": v for target, values in scores.items() for m, v in values.items()}
     return scores, {"metrics": metrics, "per_query": per_query, "n_queries": len(per_query.get("all/map", {}))}
 
@@ -282,11 +284,10 @@ def evaluate_all(
 
 
 def save_results(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write a result of :func:`evaluate_all` as JSON (parent folders created)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return out
+    """Write a result of :func:`evaluate_all` as JSON (parent folders created), atomically: a
+    reader (or a parallel run) sees the old file or the new one, never a half-written one."""
+    text = json.dumps(result, indent=1) + "\n"
+    return atomic_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
