@@ -11,6 +11,7 @@ states can be pooled for the whole batch with one matrix product
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
@@ -33,17 +34,41 @@ _ABBREVIATIONS = {
     "sec", "no", "dr", "mr", "mrs", "ms", "prof", "inc", "ltd", "co", "jr", "sr", "st", "vol",
     "pp", "ref", "refs", "tab", "ca", "viz", "u.s", "e.u", "ph.d", "m.sc", "b.sc",
 }
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# A candidate boundary: ``.``/``!``/``?`` (then closing quotes or brackets) and space before a
+# non-space, which :func:`_opens_sentence` then checks; or a CJK full-width terminator (then
+# closers, possibly more terminators), which ends a sentence with or without a following space.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=\S)|(?<=[。｡！？])(?P<cjk>[。｡！？」』）】〕〉》”’\"')\]]*)\s*(?=\S)")
+_OPENERS = "\"'(["
+
+
+def _opens_sentence(text: str, i: int) -> bool:
+    r"""Whether ``text[i:]`` can start a sentence after ``.``/``!``/``?`` and space: an optional
+    opening quote or bracket, then an upper-case (or title-case) letter of any script, an ASCII
+    digit, or a letter of a caseless wide (CJK, kana, hangul) script. For ASCII this is exactly
+    ``["'(\[]?[A-Z0-9]``, the rule every English split of the book was made with."""
+    if text[i] in _OPENERS:
+        i += 1
+        if i == len(text):
+            return False
+    c = text[i]
+    if c.isascii():
+        return "A" <= c <= "Z" or "0" <= c <= "9"
+    category = unicodedata.category(c)
+    return category in ("Lu", "Lt") or (category == "Lo" and unicodedata.east_asian_width(c) in ("W", "F"))
 
 
 def split_sentences(text: str) -> list[str]:
     """Split an abstract into sentences with a rule-based splitter that needs no download.
 
-    A sentence ends at ``.``, ``!`` or ``?`` followed by space and an upper-case letter or digit,
-    unless the period closes a known abbreviation or a single initial.
+    A sentence ends at ``.``, ``!`` or ``?`` followed by space and an upper-case letter (of any
+    script: Latin, Greek, Cyrillic, ...), a digit or a CJK character, unless the period closes a
+    known abbreviation or a single initial; and at a CJK full-width ``。``, ``！`` or ``？``
+    (with the closing quotes or brackets after it), whatever follows.
 
     >>> split_sentences("We study graphs, e.g. trees (Smith et al. 2020). Results improve by 3.5%. Is it good? Yes.")
     ['We study graphs, e.g. trees (Smith et al. 2020).', 'Results improve by 3.5%.', 'Is it good?', 'Yes.']
+    >>> split_sentences("Это тест. Élan vital. 我们研究图。「结果很好！」真的吗？")
+    ['Это тест.', 'Élan vital.', '我们研究图。', '「结果很好！」', '真的吗？']
     >>> split_sentences("  ")
     []
     """
@@ -53,6 +78,12 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
+        if m.group("cjk") is not None:  # the closers stay with the sentence they close
+            sentences.append(text[start : m.end("cjk")].strip())
+            start = m.end()
+            continue
+        if not _opens_sentence(text, m.end()):
+            continue
         candidate = text[start : m.start()].strip()
         last_word = candidate.rsplit(" ", 1)[-1].rstrip(".!?\"')]").lower()
         if candidate.endswith(".") and (last_word in _ABBREVIATIONS or len(last_word) == 1):
@@ -69,7 +100,13 @@ def normalize_document(doc: Mapping[str, Any], index: int | None = None) -> tupl
     """Return ``(title, sentences)`` of a document given as ``{"title", "sentences"}`` or
     ``{"title", "abstract"}``; empty sentences are dropped. Errors name the field and the index.
 
+    ``sentences`` wins when both are given, except that an *empty* ``sentences`` list next to an
+    ``abstract`` counts as absent (the abstract is split): an exporter that writes ``[]`` for
+    "not split yet" must not leave the document with its title only.
+
     >>> normalize_document({"title": "T", "abstract": "One. Two."})
+    ('T', ['One.', 'Two.'])
+    >>> normalize_document({"title": "T", "sentences": [], "abstract": "One. Two."})
     ('T', ['One.', 'Two.'])
     """
     where = f"document {index}" if index is not None else "document"
@@ -80,8 +117,10 @@ def normalize_document(doc: Mapping[str, Any], index: int | None = None) -> tupl
     title = doc["title"] if doc["title"] is not None else ""
     if not isinstance(title, str):
         raise TypeError(f"{where}: field 'title' must be a string, got {type(title).__name__}")
-    if "sentences" in doc and doc["sentences"] is not None:
-        sents = doc["sentences"]
+    sents = doc.get("sentences")
+    if isinstance(sents, Sequence) and not isinstance(sents, str) and len(sents) == 0 and doc.get("abstract") is not None:
+        sents = None  # an empty list beside an abstract: use the abstract
+    if sents is not None:
         if isinstance(sents, str) or not isinstance(sents, Sequence):
             raise TypeError(f"{where}: field 'sentences' must be a list of strings")
         bad = [i for i, s in enumerate(sents) if not isinstance(s, str)]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from ..datasets.readers import read_text
 from ..datasets.schema import make_document
 from ..facets import FACETS, normalise_facet
 from ..text import split_sentences
@@ -81,7 +82,8 @@ def _doc_from_side(side: Mapping[str, Any], where: str, source: str, id_prefix: 
     raw_id = next((side[k] for k in ("id", "corpus_id", "paper_id", "doc_id") if side.get(k) is not None), None)
     if raw_id is None:
         raise ValueError(f"{where}: document has no id (expected 'id' or 'corpus_id')")
-    if isinstance(side.get("sentences"), list):
+    # An empty sentence list beside an abstract counts as absent (as in unifar.text.normalize_document).
+    if isinstance(side.get("sentences"), list) and (side["sentences"] or not side.get("abstract")):
         sentences = [str(s) for s in side["sentences"]]
     else:
         sentences = split_sentences(side.get("abstract") or "")
@@ -112,7 +114,7 @@ def read_triplets(
         path = Path(path_or_records)
         if not path.is_file():
             raise FileNotFoundError(f"triplet file not found: {path}")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # invalid UTF-8 names file:line
         name = path.name
         if text.lstrip().startswith("["):
             try:

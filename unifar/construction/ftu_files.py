@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..datasets.readers import iter_lines, read_json
 from ..files import atomic_dir, sha256_file
 from .ftu import FTU, validate_document
 from .ftu_statistics import ftu_statistics
@@ -110,15 +111,13 @@ def write_ftus(
 def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
     if not path.is_file():
         raise FileNotFoundError(f"FTU folder file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            where = f"{path.name}:{lineno}"
-            if not line.strip():
-                continue
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
+    for lineno, line in iter_lines(path):  # invalid UTF-8 names file:line
+        if not line.strip():
+            continue
+        try:
+            yield f"{path.name}:{lineno}", json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
 
 
 def load_ftus(folder: str | os.PathLike[str], verify_hashes: bool = True) -> FTUDataset:
@@ -129,10 +128,9 @@ def load_ftus(folder: str | os.PathLike[str], verify_hashes: bool = True) -> FTU
     mpath = folder / "manifest.json"
     if not mpath.is_file():
         raise FileNotFoundError(f"{mpath} missing: not an FTU folder")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{mpath}:{err.lineno}: malformed JSON ({err.msg})") from None
+    manifest = read_json(mpath)  # errors name the file (and line)
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{mpath}: expected a JSON object (the folder's manifest), got {type(manifest).__name__}")  # noqa: TRY004 (a bad file: ValueError, as every load_ftus error)
     version = manifest.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ValueError(

@@ -1,5 +1,5 @@
 """File readers shared by the corpus loaders: repository data paths and JSON / JSON-lines
-readers whose errors name ``file:line``."""
+readers whose errors (malformed JSON, invalid UTF-8) name ``file:line``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["data_root", "resolve_dir", "find_file", "read_json", "iter_jsonl", "require"]
+__all__ = ["data_root", "resolve_dir", "find_file", "read_text", "read_json", "iter_lines", "iter_jsonl", "require"]
 
 
 def data_root() -> Path:
@@ -31,8 +31,32 @@ def find_file(root: Path, *names: str) -> Path:
     raise FileNotFoundError(f"none of {list(names)} found in {root}")
 
 
+def utf8_error(path: str | Path, err: UnicodeDecodeError) -> ValueError:
+    """A ``ValueError`` naming the first line of ``path`` that is not valid UTF-8 (the codec's own
+    error names neither file nor line). Only called once decoding has failed, so good files are
+    read exactly as before."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                byte = raw[bad.start : bad.start + 1]
+                return ValueError(f"{path}:{lineno}: invalid UTF-8 (byte {byte!r} at column {bad.start + 1}: "
+                                  f"{bad.reason}); save the file as UTF-8")
+    return ValueError(f"{path}: invalid UTF-8 ({err.reason} at byte {err.start})")
+
+
+def read_text(path: str | Path) -> str:
+    """The whole file as UTF-8 text; invalid UTF-8 names ``file:line``."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise utf8_error(path, err) from None
+
+
 def read_json(path: str | Path) -> Any:
-    """Load one JSON document; a syntax error names ``file:line``."""
+    """Load one JSON document; a syntax error or invalid UTF-8 names ``file:line``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"file not found: {path}")
@@ -41,24 +65,36 @@ def read_json(path: str | Path) -> Any:
             return json.load(f)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
+        except UnicodeDecodeError as err:
+            raise utf8_error(path, err) from None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, line)`` of a UTF-8 text file (text mode, as ``open`` reads it);
+    invalid UTF-8 names ``file:line``."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            yield from enumerate(f, start=1)
+        except UnicodeDecodeError as err:
+            raise utf8_error(path, err) from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` for each non-blank line; bad JSON or a non-object names ``file:line``."""
+    """Yield ``(line number, object)`` for each non-blank line; bad JSON, invalid UTF-8 or a
+    non-object names ``file:line``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield lineno, rec
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield lineno, rec
 
 
 def require(rec: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -23,14 +23,18 @@ __all__ = ["document_text", "facet_text", "facet_query_text"]
 
 
 def document_text(doc: Mapping[str, Any], sep: str) -> str:
-    """``title + sep + abstract``, or the abstract alone when the title is empty.
+    """``title + sep + abstract``, or the abstract alone when the title is empty. The abstract is
+    the document's ``sentences`` joined, or its ``abstract`` string when it has no sentences (a
+    document given as title + abstract is never reduced to its title).
 
     >>> document_text({"title": "T", "sentences": ["A.", "B."]}, "[SEP]")
     'T[SEP]A. B.'
     >>> document_text({"title": "", "sentences": ["A.", "B."]}, "[SEP]")
     'A. B.'
+    >>> document_text({"title": "T", "abstract": " A. B. "}, " ")
+    'T A. B.'
     """
-    abstract = " ".join(doc.get("sentences") or [])
+    abstract = " ".join(doc.get("sentences") or []) or str(doc.get("abstract") or "").strip()
     title = doc.get("title") or ""
     return f"{title}{sep}{abstract}" if title else abstract
 
