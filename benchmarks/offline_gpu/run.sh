@@ -23,7 +23,7 @@ timeout $(( $(left) < 100 ? $(left) : 100 )) $PY -m unifar train --ftus ${FTUS:-
   > "$OUT/paper_train.log" 2>&1; echo "rc $?"; tail -8 "$OUT/paper_train.log"
 cp /tmp/paper/run.json "$OUT/paper_run.json" 2>/dev/null; cp /tmp/paper/log.jsonl "$OUT/paper_log.jsonl" 2>/dev/null
 echo "== dev grid, trainable base ($(left) s left)"
-timeout $(( $(left) - 15 )) $PY benchmarks/tune_dev.py --base-model "$MODEL" --ftus ${FTUS:-artifacts/ftus/full} \
+timeout $(( $(left) - 15 )) $PY benchmarks/studies/tune_dev.py --base-model "$MODEL" --ftus ${FTUS:-artifacts/ftus/full} \
   --hold-out-prefix pubmedqa: --max-tokens ${MAXLEN:-512} --mean-pooling --cache-dir /tmp/mpcache --work /tmp/tune \
   --untrained '{}' --grid "$(cat ${GRID:-benchmarks/offline_gpu/grid.json})" \
   --out "$OUT/tuning_dev_gpu.json" > "$OUT/tune.log" 2>&1; echo "rc $?"; tail -12 "$OUT/tune.log" | cut -c1-400
