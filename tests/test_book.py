@@ -96,7 +96,8 @@ def test_a_full_record_is_reproduced_exactly_on_a_cpu(chapter, make_model, tmp_p
     assert records[0]["run"]["date"] and records[0]["results"]["last_terms"]
 
 
-CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")) + [
+    Path(__file__).resolve().parents[1] / "book" / "reproduction_summary.ipynb"]
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
