@@ -37,7 +37,7 @@ from typing import Any, Sequence
 from .files import sha256_file
 
 __all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "check_model_name", "offline_state", "load_encoder", "cache_dir",
-           "encoder_layers", "top_encoder_layers", "run_layers"]
+           "encoder_and_tokenizer", "encoder_layers", "top_encoder_layers", "run_layers"]
 
 
 @dataclass(frozen=True)
@@ -283,6 +283,17 @@ def load_encoder(name: str) -> tuple[Any, Any]:
         if was_enabled:
             hf_logging.enable_progress_bar()
     return model, tokenizer
+
+
+def encoder_and_tokenizer(name: str, base_model: Any = None, tokenizer: Any = None) -> tuple[Any, Any]:
+    """``(encoder, tokenizer)`` of a model's constructor: the module and tokenizer given, or
+    :func:`load_encoder` ``(name)`` (a tokenizer given alone replaces the shipped one)."""
+    if base_model is None:
+        base_model, shipped_tokenizer = load_encoder(name)
+        tokenizer = tokenizer or shipped_tokenizer
+    if tokenizer is None:
+        raise ValueError("a tokenizer is needed when base_model is given as a module")
+    return base_model, tokenizer
 
 
 # ------------------------------------------------------------------ the base split in two

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base_models import encoder_layers, load_encoder, run_layers, top_encoder_layers
+from .base_models import encoder_and_tokenizer, encoder_layers, run_layers, top_encoder_layers
 from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, check_model_folder, load_weights
 from .config import UniFARConfig
 from .files import file_digests, write_json
@@ -86,11 +86,7 @@ class UniFAR(nn.Module):
     ) -> None:
         super().__init__()
         self.config = config = config or UniFARConfig()
-        if base_model is None:
-            base_model, shipped_tokenizer = load_encoder(config.base_model)
-            tokenizer = tokenizer or shipped_tokenizer
-        if tokenizer is None:
-            raise ValueError("a tokenizer is needed when base_model is given as a module")
+        base_model, tokenizer = encoder_and_tokenizer(config.base_model, base_model, tokenizer)
         self.base = base_model
         self.tokenizer = tokenizer
         h = int(self.base.config.hidden_size)

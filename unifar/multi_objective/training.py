@@ -1,0 +1,215 @@
+"""Training a :class:`unifar.bi_encoder.BiEncoder` on a schedule of phases, with any loss.
+
+:func:`train_bi_encoder` reads top to bottom: make the base trainable (all of it, the ``paper``
+profile on a GPU; or only its top ``k`` layers on cached states of the frozen layers below, our
+CPU profile, as UniFAR's :mod:`unifar.frozen_base`), then per phase a fresh AdamW (learning rate
+``phase.lr``, linearly decayed to 0 without warm-up, no weight decay, eps 1e-8: section 4.3 of
+the multi-objective paper) and per step: embed anchors, positives and hard negatives of the
+batch in one call, ``loss_fn(anchor, positive, negative | None)``, clip, step. The loss is any
+callable on pooled embeddings: :func:`unifar.bi_encoder_losses.multiple_negatives_ranking_loss`
+(default; ``negative`` holds the hard negatives of the examples that have one) or
+:func:`unifar.bi_encoder_losses.triplet_margin_loss` (every example needs a negative). At the end
+the model is saved atomically to ``out_dir/final`` and the per-step log to ``out_dir/log.json``.
+Our choices: gradient clipping at norm 1 (sentence-transformers' default), dropout off in the
+top layers of a frozen base (as UniFAR's CPU profile), a new optimizer per phase (the paper's
+fine-tuning is a separate run).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..bi_encoder import BiEncoder
+from ..bi_encoder_losses import multiple_negatives_ranking_loss
+from ..caching import TokenStateCache
+from ..files import write_json
+from ..frozen_base import freeze_base, frozen_base_mode, frozen_state_cache
+from ..optim import make_scheduler
+from .objectives import Example
+from .schedules import Phase
+
+__all__ = ["BiEncoderTrainArgs", "BiEncoderTrainResult", "train_bi_encoder", "prepare_base"]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
+@dataclass
+class BiEncoderTrainArgs:
+    """How to train; the schedule (steps, learning rates, batches) is in the phases."""
+
+    top_layers: int | None = 1  # train the top k base layers on cached states; None: the whole base
+    grad_clip: float = 1.0
+    weight_decay: float = 0.0  # the paper: none
+    adam_eps: float = 1e-8
+    dropout: bool = False  # dropout in the training top layers of a frozen base
+    bf16: bool | None = None  # autocast; default on CUDA only
+    seed: int = 0
+    show_progress: bool = True
+
+
+@dataclass
+class BiEncoderTrainResult:
+    """The trained model, one log record per step, where it was saved."""
+
+    model: BiEncoder
+    log: list[dict[str, Any]] = field(default_factory=list)
+    final_dir: Path | None = None
+    seconds: float = 0.0
+    cached_states: int = 0
+
+    def losses(self, phase: str | None = None) -> list[float]:
+        """The loss of every step (of one phase)."""
+        return [r["loss"] for r in self.log if phase is None or r["phase"] == phase]
+
+
+def prepare_base(
+    model: BiEncoder,
+    top_layers: int | None,
+    state_cache: TokenStateCache | None = None,
+    dropout: bool = False,
+) -> TokenStateCache | None:
+    """Make the whole base trainable (``top_layers=None``; returns None) or only its top
+    ``top_layers`` layers, the rest frozen in eval mode (returns the cache of their input states,
+    ``state_cache`` when given)."""
+    if top_layers is None:
+        model.base.requires_grad_(True)
+        model.train()
+        return None
+    if top_layers < 1:
+        raise ValueError(
+            "top_layers must be >= 1 (a bi-encoder has no weights besides its base), "
+            f"got {top_layers}"
+        )
+    freeze_base(model, top_layers)  # type: ignore[arg-type]  (duck-typed: .base, .top_base_layers)
+    cache = frozen_state_cache(state_cache, top_layers)
+    frozen_base_mode(model, top_layers, dropout)  # type: ignore[arg-type]
+    return cache
+
+
+def _embed(
+    model: BiEncoder, texts: list[str], recurs: list[bool], cache: TokenStateCache | None
+) -> torch.Tensor:
+    """Pooled embeddings of ``texts``; the frozen states of texts that do not recur (ICrop crops)
+    go to a throw-away cache, so the shared one does not grow by a batch every step."""
+    if cache is None:
+        return model.embed_texts(texts)
+    scratch = TokenStateCache(top_layers=cache.top_layers)
+    groups = [
+        (idx, c)
+        for idx, c in (
+            ([i for i, r in enumerate(recurs) if r], cache),
+            ([i for i, r in enumerate(recurs) if not r], scratch),
+        )
+        if idx
+    ]
+    parts = [model.embed_texts([texts[i] for i in idx], c) for idx, c in groups]
+    order = torch.tensor([i for idx, _ in groups for i in idx])
+    return torch.cat(parts)[torch.argsort(order)]
+
+
+def batch_loss(
+    model: BiEncoder, examples: Sequence[Example], loss_fn: LossFn, cache: TokenStateCache | None
+) -> torch.Tensor:
+    """``loss_fn(anchor, positive, negative | None)`` of one batch, every text embedded at once."""
+    negatives = [e for e in examples if e.negative is not None]
+    texts = (
+        [e.anchor for e in examples]
+        + [e.positive for e in examples]
+        + [e.negative for e in negatives]
+    )
+    recurs = [e.recurs for e in examples] * 2 + [e.recurs for e in negatives]
+    emb = _embed(model, texts, recurs, cache)  # type: ignore[arg-type]
+    b = len(examples)
+    return loss_fn(emb[:b], emb[b : 2 * b], emb[2 * b :] if negatives else None)
+
+
+def train_bi_encoder(
+    model: BiEncoder,
+    phases: Sequence[Phase],
+    loss_fn: LossFn = multiple_negatives_ranking_loss,
+    args: BiEncoderTrainArgs | None = None,
+    out_dir: str | Path | None = None,
+    state_cache: TokenStateCache | None = None,
+) -> BiEncoderTrainResult:
+    """Train ``model`` in place on ``phases`` (:mod:`unifar.multi_objective.schedules`); see the
+    module docstring. A non-finite loss or gradient stops the run before its step is applied."""
+    from tqdm.auto import tqdm
+
+    args = args or BiEncoderTrainArgs()
+    torch.manual_seed(args.seed)
+    cache = prepare_base(model, args.top_layers, state_cache, args.dropout)
+    params = [p for p in model.parameters() if p.requires_grad]
+    use_bf16 = model.device.type == "cuda" if args.bf16 is None else args.bf16
+    autocast = (
+        torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    )
+    result = BiEncoderTrainResult(model)
+    bar = tqdm(
+        total=sum(p.steps for p in phases),
+        desc="training",
+        unit="step",
+        disable=not args.show_progress,
+    )
+    start = time.perf_counter()
+    for phase in phases:
+        # -- each phase: its own AdamW, learning rate decayed linearly from phase.lr to 0
+        optimizer = torch.optim.AdamW(
+            params, lr=phase.lr, eps=args.adam_eps, weight_decay=args.weight_decay
+        )
+        scheduler = make_scheduler(optimizer, 0, phase.steps)
+        for step in range(phase.steps):
+            examples, sources = next(phase.batches)
+            with autocast:
+                loss = batch_loss(model, examples, loss_fn, cache)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = float(
+                torch.nn.utils.clip_grad_norm_(params, args.grad_clip or float("inf"))
+            )
+            value = float(loss.item())
+            if not (math.isfinite(value) and math.isfinite(grad_norm)):
+                raise RuntimeError(
+                    f"phase {phase.name!r}, step {step}: loss {value}, gradient norm {grad_norm}; "
+                    "nothing was saved"
+                )
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            result.log.append(
+                {
+                    "phase": phase.name,
+                    "step": step,
+                    "loss": value,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "sources": dict(Counter(sources)),
+                }
+            )
+            bar.update(1)
+            bar.set_postfix(phase=phase.name[:24], loss=f"{value:.4f}")
+    bar.close()
+    model.eval()
+    result.seconds = time.perf_counter() - start
+    result.cached_states = len(cache) if cache is not None else 0
+    if out_dir is not None:
+        out = Path(out_dir)
+        result.final_dir = model.save_pretrained(out / "final")
+        write_json(
+            out / "log.json",
+            {
+                "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
+                "args": vars(args),
+                "seconds": round(result.seconds, 2),
+                "log": result.log,
+            },
+        )
+    return result
