@@ -148,6 +148,8 @@ def _evaluate_benchmark(lb: LoadedBenchmark, retrievers: Sequence[Any], cache: d
         if lb.kind == "qdoc" and not getattr(r, "qdoc", True):
             continue  # a doc-doc baseline (the facet-restricted query)
         t0 = time.perf_counter()
+        if hasattr(r, "prepare"):
+            r.prepare(lb, opts, cache)  # a hybrid chooses its fusion weights on the dev split
         if lb.kind == "csfcube":
             res = _csfcube_system(r, lb, cache, opts)
             res["ci"] = _with_ci(res["per_query"], n_resamples, seed, entry["strata"])
@@ -222,6 +224,7 @@ def evaluate_all(
     retrievers: Sequence[Any] | None = None,
     log: Callable[[str], None] | None = print,
     cache_dir: str | os.PathLike[str] | None = None,
+    labeller: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate systems on benchmarks; returns the JSON-ready result (module docstring).
 
@@ -233,7 +236,8 @@ def evaluate_all(
     :class:`unifar.evaluation.retrievers.Retriever`). ``cache_dir``: mean-pooling embeddings are
     stored there and reused by a later identical encoding (e.g. chapter 5 reuses chapter 1's
     CSFCube embeddings), and frozen-base token states saved there (chapter 1 saves CSFCube's)
-    are read back; results are unchanged.
+    are read back; results are unchanged. ``labeller``: chapter 2's sentence labeller folder, for
+    the ``hybrid-mean-labeller`` system (:mod:`unifar.evaluation.hybrid`).
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
@@ -252,7 +256,7 @@ def evaluate_all(
     loaded, load_seconds = _load_benchmarks(benchmarks, opts)
     if retrievers is None:
         retrievers, facts = build_retrievers(model, systems, base_model, max_length, batch_size, device, show_progress, query_title,
-                                               cache_dir)
+                                               cache_dir, labeller)
     else:
         retrievers = list(retrievers)
         facts = {"model": public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}

@@ -5,6 +5,12 @@
 model given: a trained UniFAR checkpoint folder, stored as ``unifar-trained``, or an untrained
 UniFAR on a base encoder name, stored as ``unifar-untrained``); ``unifar-untrained`` (UniFAR with
 untrained aggregation on the base encoder; for a checkpoint, its own configuration on its base).
+Hybrids (:mod:`unifar.evaluation.hybrid`, fusion weights chosen on each benchmark's dev split):
+``hybrid-mean`` (mean pooling + facet-BM25 on CSFCube, + BM25 on q-doc), ``hybrid-mean-labeller``
+(CSFCube only: facet-BM25 on chapter 2's labeller's sentence labels, ``labeller=`` its folder),
+``hybrid-unifar`` (UniFAR's facet cosine + that facet's BM25; BM25 on q-doc) and
+``hybrid-mean-unifar`` (all three); like ``unifar``, a name ending in ``unifar`` is stored with
+``-trained`` or ``-untrained`` appended.
 The baselines use the base encoder: ``base_model`` if given, else the checkpoint's
 ``config.base_model``, else ``model`` itself. :func:`share_frozen_base` lets UniFAR models on
 one frozen base encoder share its token states.
@@ -22,7 +28,9 @@ from .benchmarks import public_path
 
 __all__ = ["SYSTEMS", "build_retrievers", "is_unifar_checkpoint", "load_unifar", "public_model", "share_frozen_base"]
 
-SYSTEMS = ("bm25", "mean", "facet-query", "unifar", "unifar-untrained")
+SYSTEMS = ("bm25", "mean", "facet-query", "unifar", "unifar-untrained", "hybrid-mean",
+           "hybrid-mean-labeller", "hybrid-unifar", "hybrid-unifar-untrained", "hybrid-mean-unifar",
+           "hybrid-mean-unifar-untrained")
 
 
 def is_unifar_checkpoint(path: str | os.PathLike[str]) -> bool:
@@ -51,8 +59,8 @@ def public_model(model: Any) -> str:
 def _system_keys(systems: Sequence[str] | None, trained: bool) -> list[str]:
     """The result keys of ``systems`` (``unifar`` becomes ``unifar-trained`` or ``-untrained``), once each.
 
-    >>> _system_keys(["bm25", "unifar", "unifar-untrained"], trained=False)
-    ['bm25', 'unifar-untrained']
+    >>> _system_keys(["bm25", "unifar", "unifar-untrained", "hybrid-unifar"], trained=False)
+    ['bm25', 'unifar-untrained', 'hybrid-unifar-untrained']
     """
     if systems is None:
         systems = ["bm25", "mean", "facet-query", "unifar"] + (["unifar-untrained"] if trained else [])
@@ -61,7 +69,7 @@ def _system_keys(systems: Sequence[str] | None, trained: bool) -> list[str]:
         raise ValueError(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
     keys = []
     for s in systems:
-        key = "unifar-trained" if s == "unifar" and trained else "unifar-untrained" if s == "unifar" else s
+        key = f"{s}-{'trained' if trained else 'untrained'}" if s.endswith("unifar") else s
         if key not in keys:
             keys.append(key)
     return keys
@@ -92,6 +100,7 @@ def build_retrievers(
     show_progress: bool = True,
     query_title: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
+    labeller: str | os.PathLike[str] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The retrievers for ``systems`` and facts about them (which model is trained, the base).
 
@@ -100,9 +109,11 @@ def build_retrievers(
     ``bm25, mean, facet-query, unifar`` and, for a trained model, also ``unifar-untrained``.
     ``cache_dir``: where the mean-pooling baselines store and reuse their embeddings
     (:class:`unifar.evaluation.mean_pooling.MeanPoolingEncoder`); None encodes every time.
+    ``labeller``: chapter 2's sentence labeller folder, for ``hybrid-mean-labeller``.
     """
     from .dense import MeanPoolingRetriever, UniFARRetriever
-    from .retrievers import BM25Retriever
+    from .hybrid import hybrid_system
+    from .retrievers import BM25Retriever, FacetBM25Retriever
 
     trained = None  # a trained UniFAR (instance or checkpoint path)
     config = None
@@ -114,33 +125,52 @@ def build_retrievers(
         trained, config = str(model), UniFARConfig.from_json(Path(model) / "config.json")
     base = base_model or (config.base_model if config is not None else (str(model) if model is not None else None))
     keys = _system_keys(systems, trained is not None)
-    needs_base = [k for k in keys if k in ("mean", "facet-query", "unifar-untrained")]
+    needs_base = [k for k in keys if k in ("mean", "facet-query") or k.endswith("unifar-untrained")
+                  or k.startswith("hybrid-mean")]
     if needs_base and base is None:
         raise ValueError(f"systems {needs_base} need a base encoder: give model= or base_model=")
+    if "hybrid-mean-labeller" in keys and labeller is None:
+        raise ValueError("system hybrid-mean-labeller needs labeller=: chapter 2's sentence "
+                         "labeller folder, e.g. artifacts/ch02/full/labeller")
 
     out: list[Any] = []
     facts: dict[str, Any] = {"model": public_model(model) if model is not None else None, "base_model": public_model(base) if base else None,
                              "trained": trained is not None, "load_seconds": {}}
     encoder = None
-    for key in keys:
-        t0 = time.perf_counter()
+    made: dict[str, Any] = {}  # one retriever per key: a hybrid shares its parts with the systems
+
+    def make(key: str) -> Any:
+        nonlocal encoder
+        if key in made:
+            return made[key]
         if key == "bm25":
-            out.append(BM25Retriever())
+            made[key] = BM25Retriever()
+        elif key == "facet-bm25":
+            made[key] = FacetBM25Retriever()
         elif key in ("mean", "facet-query"):
             if encoder is None:
                 from .mean_pooling import MeanPoolingEncoder
 
                 encoder = MeanPoolingEncoder(base, max_length or 512, batch_size, device, show_progress=show_progress,
                                              cache_dir=cache_dir)
-            out.append(MeanPoolingRetriever(encoder, facet_query=key == "facet-query", query_title=query_title))
+            made[key] = MeanPoolingRetriever(encoder, facet_query=key == "facet-query",
+                                             query_title=query_title)
         elif key == "unifar-trained":  # a checkpoint keeps its own max_tokens unless max_length is given
             m = load_unifar(trained, max_length, device) if isinstance(trained, str) else trained
-            out.append(UniFARRetriever(m, name=key, label=f"UniFAR trained ({facts['model']})", batch_size=batch_size,
-                                       show_progress=show_progress, model_id=f"trained:{facts['model']}"))
+            made[key] = UniFARRetriever(m, name=key, label=f"UniFAR trained ({facts['model']})",
+                                        batch_size=batch_size, show_progress=show_progress,
+                                        model_id=f"trained:{facts['model']}")
         else:  # unifar-untrained
             m = _untrained_unifar(config, base, max_length, device)
-            out.append(UniFARRetriever(m, name=key, label=f"UniFAR untrained ({facts['base_model']})", batch_size=batch_size,
-                                       show_progress=show_progress, model_id=f"untrained:{facts['base_model']}"))
+            label = f"UniFAR untrained ({facts['base_model']})"
+            made[key] = UniFARRetriever(m, name=key, label=label, batch_size=batch_size, show_progress=show_progress,
+                                        model_id=f"untrained:{facts['base_model']}")
+        return made[key]
+
+    for key in keys:
+        t0 = time.perf_counter()
+        hybrid = key.startswith("hybrid-")
+        out.append(hybrid_system(key, make, labeller, cache_dir) if hybrid else make(key))
         facts["load_seconds"][key] = round(time.perf_counter() - t0, 2)
     return out, facts
 
@@ -184,7 +214,9 @@ def share_frozen_base(retrievers: Sequence[Any], cache_dir: str | os.PathLike[st
     from ..caching import TokenStateCache
     from .dense import UniFARRetriever
 
-    models = [r for r in retrievers if isinstance(r, UniFARRetriever)]
+    # a hybrid's parts too
+    flat = {id(p): p for r in retrievers for p in [r, *getattr(r, "parts", [])]}
+    models = [r for r in flat.values() if isinstance(r, UniFARRetriever)]
     if len(models) == 1 and cache_dir is not None:
         cache = TokenStateCache.on_disk(models[0].model, cache_dir)
         models[0].state_cache = cache

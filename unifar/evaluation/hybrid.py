@@ -1,0 +1,411 @@
+"""Facet-aware hybrid retrieval as a system of the evaluation runner: dense and lexical scores
+fused per query, the fusion weights chosen on a dev split only.
+
+A :class:`FusedRetriever` combines the scores of several retrievers over the same candidates:
+
+* **z-score fusion** (default; :func:`unifar.scoring.zscore_fusion`, the teacher of chapter 3's
+  ``hybrid`` mining signal): ``sum_k w_k z(s_k)``, each score list z-normalised over the
+  candidates (a CSFCube pool, or a question's whole collection on a q-doc benchmark);
+* **rank fusion** (:func:`rank_fusion`, weighted reciprocal rank fusion).
+
+The weights lie on the simplex (``sum_k w_k = 1``, :func:`weight_grid`): with two parts
+``(1 - W, W)``, so ``W = 0`` ranks by the dense part alone and ``W = 1`` by the lexical part
+alone; chapter 3's teacher ``z(dense) + 0.25 z(facet BM25)`` is ``W = 0.2``. They are chosen by
+:func:`choose_weights` on a dev split, never on what is reported:
+
+* CSFCube: aggregated MAP over the fold1_dev query facets only (:func:`csfcube_dev_map`); the
+  runner then reports the 2-fold test score, and fold1_test alone is the estimate no tuning saw
+  (fold1_dev *is* fold2_test; :func:`unifar.evaluation.report.compare_systems` with ``fold=``);
+* q-doc: the benchmark's headline metric (:data:`unifar.evaluation.report.HEADLINE_METRICS`) on
+  its dev half (:func:`qdoc_dev_half`): SciRepEval search's train half, PubMedQA's 500 training
+  questions against the same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none:
+  the weights are then :data:`DEFAULT_WEIGHTS` (equal), recorded as ``"default (no dev half)"``.
+
+The chosen weights and the whole dev curve of every benchmark are in :meth:`FusedRetriever.describe`
+(the result's ``meta.systems``). The systems built from these parts (``hybrid-mean``,
+``hybrid-mean-labeller``, ``hybrid-unifar``, ``hybrid-mean-unifar``) are named in
+:mod:`unifar.evaluation.systems`; the facet-BM25 part with a labeller's sentence labels (what
+a user's corpus gets, where CSFCube ships its own) is
+:class:`unifar.evaluation.labelled_bm25.LabelledFacetBM25Retriever`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .ranking import rank_order
+from .retrievers import Retriever, ScoreFn, cached
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "FUSIONS",
+    "FusedRetriever",
+    "choose_weights",
+    "csfcube_dev_map",
+    "fuse",
+    "hybrid_system",
+    "qdoc_dev_half",
+    "rank_fusion",
+    "weight_grid",
+]
+
+FUSIONS = ("zscore", "rank")
+#: the weights of a benchmark without a dev half: every part counts the same (no tuning)
+DEFAULT_WEIGHTS = "equal"
+RRF_K = 60  # Cormack et al. (2009)'s constant
+
+
+def weight_grid(n_parts: int, step: float = 0.05) -> list[tuple[float, ...]]:
+    """Every weight vector on the simplex with coordinates in multiples of ``step``, ordered so
+    that the first part's share falls (then the second's, ...): ties in :func:`choose_weights`
+    go to the vector that leans most on the first (dense) part.
+
+    >>> weight_grid(2, 0.25)
+    [(1.0, 0.0), (0.75, 0.25), (0.5, 0.5), (0.25, 0.75), (0.0, 1.0)]
+    >>> len(weight_grid(3, 0.05)), weight_grid(3, 0.5)[:3]
+    (231, [(1.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5)])
+    """
+    n = round(1 / step)
+    if n_parts < 1 or not np.isclose(n * step, 1.0):
+        raise ValueError(f"need at least one part and a step dividing 1, got {n_parts}, {step}")
+    points = [c for c in itertools.product(range(n, -1, -1), repeat=n_parts) if sum(c) == n]
+    return [tuple(round(k / n, 10) for k in c) for c in points]
+
+
+def rank_fusion(
+    scores: Sequence[np.ndarray], weights: Sequence[float], k: int = RRF_K
+) -> np.ndarray:
+    r"""Weighted reciprocal rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009) of score lists
+    over the same candidates:
+
+    $$ s(d) = \sum_k \frac{w_k}{k_0 + r_k(d)} $$
+
+    with $r_k(d)$ the 1-based rank of candidate $d$ under list $k$ (ties in input order,
+    :func:`~unifar.evaluation.ranking.rank_order`) and $k_0$ = ``k`` (60 in the paper). Inputs:
+    ``scores``, lists of shape ``[n]``; ``weights``, one per list. Output ``[n]``, float64.
+    Only ranks count, so no score scale matters.
+
+    >>> lists = [np.array([0.9, 0.8, 0.7]), np.array([0.0, 0.0, 6.0])]
+    >>> rank_fusion(lists, [1.0, 1.0]).round(6).tolist()
+    [0.032522, 0.032002, 0.032266]
+    """
+    if len(scores) != len(weights) or not scores:
+        raise ValueError(
+            f"need one weight per score list, got {len(scores)} lists and {len(weights)} weights"
+        )
+    out = np.zeros(np.asarray(scores[0]).shape, dtype=np.float64)
+    for s, w in zip(scores, weights):
+        ranks = np.empty(out.shape, dtype=np.float64)
+        ranks[rank_order(np.asarray(s, dtype=np.float64))] = np.arange(1, out.size + 1)
+        out += w / (k + ranks)
+    return out
+
+
+def fuse(
+    scores: Sequence[np.ndarray], weights: Sequence[float], fusion: str = "zscore"
+) -> np.ndarray:
+    """One candidate list's fused scores (:func:`unifar.scoring.zscore_fusion` or
+    :func:`rank_fusion`)."""
+    if fusion == "zscore":
+        from ..scoring import zscore_fusion
+
+        return zscore_fusion(scores, weights)
+    if fusion == "rank":
+        return rank_fusion(scores, weights)
+    raise ValueError(f"unknown fusion {fusion!r}; choose from {FUSIONS}")
+
+
+def choose_weights(
+    dev_score: Callable[[tuple[float, ...]], float], grid: Sequence[tuple[float, ...]]
+) -> tuple[tuple[float, ...], list[dict[str, Any]]]:
+    """The grid search: ``dev_score(weights)`` (a dev-split metric, higher = better) for every
+    weight vector of ``grid``; returns the best vector (ties: the earliest in ``grid``) and the
+    curve ``[{"weights": [...], "dev": value}, ...]``. It sees only what ``dev_score`` reads,
+    so the reported split can take no part in the choice.
+
+    >>> best, curve = choose_weights(lambda w: -abs(w[1] - 0.3), weight_grid(2, 0.1))
+    >>> best, len(curve), curve[0]
+    ((0.7, 0.3), 11, {'weights': [1.0, 0.0], 'dev': -0.3})
+    """
+    if not grid:
+        raise ValueError("the weight grid is empty")
+    curve = [{"weights": list(w), "dev": float(dev_score(w))} for w in grid]
+    best = max(range(len(grid)), key=lambda i: (curve[i]["dev"], -i))
+    return tuple(grid[best]), curve
+
+
+def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -> float:
+    """Aggregated MAP (percent) of ``score_fn`` over CSFCube's fold1_dev query facets, ranking
+    only their pools: no other query's judgements are read (the tuning number)."""
+    from ..facets import FACETS
+    from .csfcube import csfcube_per_query, rank_pools
+
+    dev_ids = list(data.splits["all"]["fold1_dev"])
+    wanted = set(dev_ids)
+    anns = {f: {q: v for q, v in data.anns[f].items() if f"{q}_{f}" in wanted} for f in FACETS}
+    sub = type(data)(data.papers, anns, data.splits, data.queries, data.root)
+    per = csfcube_per_query(rank_pools(score_fn, sub, exclude_query=exclude_query), sub)
+    ap = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
+    return 100.0 * float(np.mean([ap[i] for i in dev_ids]))
+
+
+def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
+    """The dev half of a q-doc benchmark (a :class:`~unifar.datasets.schema.QDocBenchmark`), or
+    None when it has none: ``scirepeval`` -> the train half of the search sample (when the test
+    half is reported); ``pubmedqa`` -> the 500 PQA-L training questions against all 1,000
+    abstracts (the test collection); ``cranfield``, DORIS-MAE, LitSearch -> None."""
+    from ..datasets.readers import resolve_dir
+
+    if name == "scirepeval" and options.get("scirepeval_part", "test") == "test":
+        from ..datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
+
+        root = resolve_dir(options.get("scirepeval_dir"), "scirepeval_samples")
+        return split_scirepeval_search(load_scirepeval_search(root), "train")
+    if name == "pubmedqa":
+        from ..datasets.pubmedqa import load_pubmedqa
+        from ..datasets.schema import QDocBenchmark
+
+        full = load_pubmedqa(resolve_dir(options.get("pubmedqa_dir"), "pubmedqa_pqal"))
+        questions = full.questions.select(
+            [i for i, s in enumerate(full.questions["split"]) if s == "train"]
+        )
+        qids = list(questions["qid"])
+        return QDocBenchmark(
+            name="pubmedqa-train",
+            documents=full.documents,
+            questions=questions,
+            qrels={q: full.qrels[q] for q in qids},
+            candidates=None,
+            relevance_threshold=full.relevance_threshold,
+            stats=dict(full.stats),
+        )
+    return None
+
+
+class _Memo:
+    """Each part's scores of one CSFCube pool, computed once for every weight vector tried."""
+
+    def __init__(self, part_fns: Sequence[ScoreFn]) -> None:
+        self.part_fns, self.rows = list(part_fns), {}
+
+    def __call__(self, facet: str, qpid: str, cands: list[str]) -> list[np.ndarray]:
+        key = (facet, qpid, tuple(cands))
+        if key not in self.rows:
+            self.rows[key] = [
+                np.asarray(fn(facet, qpid, cands), dtype=np.float64) for fn in self.part_fns
+            ]
+        return self.rows[key]
+
+
+class FusedRetriever(Retriever):
+    """Fused scores of several retrievers (module docstring), weights chosen on a dev split.
+
+    ``csfcube_parts``: the parts on CSFCube (e.g. mean pooling and facet-BM25); ``qdoc_parts``:
+    the parts on q-doc benchmarks (e.g. mean pooling and BM25 over the whole text), or None for a
+    doc-doc-only system. ``weights``: fixed weights (no tuning), or None to choose them on each
+    benchmark's dev split from :func:`weight_grid` (``step``). The runner calls :meth:`prepare`
+    before each benchmark; used alone, CSFCube is tuned on fold1_dev when first scored, and a
+    q-doc benchmark needs :meth:`prepare` (or fixed weights).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        label: str,
+        csfcube_parts: Sequence[Retriever],
+        qdoc_parts: Sequence[Retriever] | None = None,
+        fusion: str = "zscore",
+        weights: Sequence[float] | None = None,
+        step: float = 0.05,
+    ) -> None:
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}; choose from {FUSIONS}")
+        if qdoc_parts is not None and len(qdoc_parts) != len(csfcube_parts):
+            raise ValueError(
+                "csfcube_parts and qdoc_parts need the same number of parts (one weight each)"
+            )
+        if weights is not None and len(weights) != len(csfcube_parts):
+            raise ValueError(f"need {len(csfcube_parts)} weights, got {list(weights)}")
+        self.name, self.label, self.fusion, self.step = name, label, fusion, step
+        self.csfcube_parts, self.qdoc_parts = list(csfcube_parts), qdoc_parts and list(qdoc_parts)
+        self.qdoc = qdoc_parts is not None
+        self.weights = tuple(weights) if weights is not None else None
+        self.choices: dict[str, dict[str, Any]] = {}  # benchmark -> weights, how chosen, dev curve
+        self._active: str | None = None
+        self._exclude_query = False
+
+    @property
+    def parts(self) -> list[Retriever]:
+        """Every distinct part (for sharing a frozen base between UniFAR models)."""
+        return list({id(p): p for p in [*self.csfcube_parts, *(self.qdoc_parts or [])]}.values())
+
+    @property
+    def index_key(self) -> str:
+        return f"fused:{self.fusion}:" + "+".join(
+            p.index_key for p in self.qdoc_parts or self.csfcube_parts
+        )
+
+    def _grid(self) -> list[tuple[float, ...]]:
+        return (
+            [self.weights]
+            if self.weights is not None
+            else weight_grid(len(self.csfcube_parts), self.step)
+        )
+
+    def _fixed(self, reason: str) -> dict[str, Any]:
+        n = len(self.csfcube_parts)
+        w = self.weights or tuple(round(1 / n, 10) for _ in range(n))
+        return {"weights": list(w), "chosen_on": reason, "dev_curve": []}
+
+    # -- the runner's hook ------------------------------------------------------------------------
+    def prepare(
+        self, benchmark: Any, options: Mapping[str, Any], cache: dict | None = None
+    ) -> None:
+        """Choose the weights for ``benchmark``
+        (a :class:`~unifar.evaluation.benchmarks.LoadedBenchmark`) on its dev split, before it
+        is scored."""
+        self._active = benchmark.name
+        if benchmark.kind == "csfcube":
+            self._exclude_query = bool(options.get("exclude_self", False))
+            self.choices.pop(benchmark.name, None)  # tuned when csfcube_score_fn first runs
+            return
+        if self.weights is not None:
+            self.choices[benchmark.name] = self._fixed("fixed")
+            return
+        dev = qdoc_dev_half(benchmark.name, options)
+        if dev is None:
+            self.choices[benchmark.name] = self._fixed(f"{DEFAULT_WEIGHTS} (no dev half)")
+            return
+        self.choices[benchmark.name] = self._tune_qdoc(dev, benchmark)
+
+    def _tune_qdoc(self, dev: Any, benchmark: Any) -> dict[str, Any]:
+        from .qdoc import evaluate_ranking, rank
+        from .report import HEADLINE_METRICS
+
+        protocol = benchmark.protocol
+        headline = HEADLINE_METRICS.get(benchmark.name, ("",))[0]
+        metric = headline if headline in protocol.all_metrics else protocol.all_metrics[0]
+        index = self.index(dev.documents.select_columns(["id", "title", "sentences"]).to_list())
+        parts = self._part_scores(list(dev.questions["text"]), index)
+        doc_ids, qids = list(dev.documents["id"]), list(dev.questions["qid"])
+
+        def dev_score(w: tuple[float, ...]) -> float:
+            run = rank(self._fuse_rows(parts, w), doc_ids, qids, dev.candidates, protocol.depth)
+            return evaluate_ranking(run, dev, protocol).metrics[metric]
+
+        best, curve = choose_weights(dev_score, self._grid())
+        return {
+            "weights": list(best),
+            "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
+            "dev_curve": curve,
+        }
+
+    # -- q-doc ------------------------------------------------------------------------------------
+    def index(self, documents: Sequence[Mapping[str, Any]]) -> list[Any]:
+        if self.qdoc_parts is None:
+            raise ValueError(f"the {self.name} system applies to CSFCube (doc-doc) only")
+        return [p.index(documents) for p in self.qdoc_parts]
+
+    def _part_scores(self, questions: Sequence[str], index: Sequence[Any]) -> list[np.ndarray]:
+        return [
+            np.asarray(p.score(questions, i), dtype=np.float64)
+            for p, i in zip(self.qdoc_parts, index)
+        ]
+
+    def _fuse_rows(self, parts: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+        # one question at a time: each row is normalised over that question's collection
+        return np.stack(
+            [fuse([p[i] for p in parts], weights, self.fusion) for i in range(parts[0].shape[0])]
+        )
+
+    def score(self, questions: Sequence[str], index: Sequence[Any]) -> np.ndarray:
+        if self.weights is None and self.choices.get(self._active or "") is None:
+            raise ValueError(
+                f"{self.name}: no weights chosen for this benchmark; evaluate it through "
+                "evaluate_all (which calls prepare) or give fixed weights="
+            )
+        w = self.weights or tuple(self.choices[self._active]["weights"])
+        return self._fuse_rows(self._part_scores(questions, index), w)
+
+    # -- CSFCube ----------------------------------------------------------------------------------
+    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+        """The fused score function; tunes the weights on fold1_dev first
+        (:func:`csfcube_dev_map`)."""
+        memo = _Memo(
+            [
+                cached(
+                    cache,
+                    (f"{p.index_key}:score-fn", "csfcube"),
+                    lambda p=p: p.csfcube_score_fn(data, cache),
+                )
+                for p in self.csfcube_parts
+            ]
+        )
+
+        def with_weights(w: Sequence[float]) -> ScoreFn:
+            return lambda facet, qpid, cands: fuse(memo(facet, qpid, cands), w, self.fusion)
+
+        if "csfcube" not in self.choices:
+            best, curve = choose_weights(
+                lambda w: csfcube_dev_map(with_weights(w), data, self._exclude_query), self._grid()
+            )
+            self.choices["csfcube"] = {
+                "weights": list(best),
+                "chosen_on": "csfcube fold1_dev, all/map",
+                "dev_curve": curve if self.weights is None else [],
+            }
+        return with_weights(tuple(self.choices["csfcube"]["weights"]))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "fusion": self.fusion,
+            "csfcube_parts": [p.describe() for p in self.csfcube_parts],
+            "qdoc_parts": [p.describe() for p in self.qdoc_parts] if self.qdoc_parts else None,
+            "grid_step": None if self.weights is not None else self.step,
+            "weights_by_benchmark": self.choices,
+        }
+
+
+def hybrid_system(
+    key: str,
+    part: Callable[[str], Retriever],
+    labeller: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fusion: str = "zscore",
+) -> FusedRetriever:
+    """The hybrid system ``key`` of :mod:`unifar.evaluation.systems` (``hybrid-mean``,
+    ``hybrid-mean-labeller``, ``hybrid-unifar-trained|untrained``,
+    ``hybrid-mean-unifar-trained|untrained``), its parts made by ``part(name)`` for ``mean``,
+    ``unifar-trained``, ``unifar-untrained``, ``bm25`` and ``facet-bm25`` (so a part is the same
+    object as the system of that name). Dense parts come first, the lexical one last."""
+    dense = {
+        "hybrid-mean": ["mean"],
+        "hybrid-mean-labeller": ["mean"],
+        "hybrid-unifar-trained": ["unifar-trained"],
+        "hybrid-unifar-untrained": ["unifar-untrained"],
+        "hybrid-mean-unifar-trained": ["mean", "unifar-trained"],
+        "hybrid-mean-unifar-untrained": ["mean", "unifar-untrained"],
+    }
+    if key not in dense:
+        raise ValueError(f"unknown hybrid system {key!r}; choose from {', '.join(dense)}")
+    parts = [part(d) for d in dense[key]]
+    if key == "hybrid-mean-labeller":
+        if labeller is None:
+            raise ValueError(
+                "system hybrid-mean-labeller needs labeller=: chapter 2's sentence labeller folder"
+            )
+        from .labelled_bm25 import LabelledFacetBM25Retriever
+
+        facet, qdoc = LabelledFacetBM25Retriever(labeller, cache_dir), None
+    else:
+        facet, qdoc = part("facet-bm25"), [*parts, part("bm25")]
+    label = f"hybrid ({' + '.join(p.label for p in parts)} + {facet.label}" + (
+        "; BM25 on q-doc)" if qdoc else ")"
+    )
+    return FusedRetriever(key, label, [*parts, facet], qdoc, fusion=fusion)
