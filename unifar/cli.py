@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     ev.set_defaults(subparser=ev)
     _add_train_parser(sub)
+    from .search.cli import add_search_parsers
+
+    add_search_parsers(sub)  # encode, index, search, explain (unifar.search.cli)
     return parser
 
 
@@ -390,6 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _evaluate_all(args, args.subparser)
         elif args.command == "train":
             _train_command(args, args.subparser)
+        else:  # encode, index, search, explain
+            from .search.cli import run_search_command
+
+            run_search_command(args)
     except (FileNotFoundError, ValueError, KeyError, ModuleNotFoundError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         getattr(args, "subparser", parser).error(str(msg))

@@ -1,0 +1,221 @@
+"""A user's corpus for ``unifar search``: JSONL, CSV or Parquet read with ``datasets``, every
+row checked, errors naming ``file:line`` (JSONL, CSV) or ``file: row N`` (Parquet).
+
+A row is a paper: ``id`` (string or integer, unique), ``title`` (may be empty) and its text,
+either ``abstract`` (a string, split into sentences by :func:`unifar.text.split_sentences`; a
+list is read as the sentences) or ``sentences`` (a list of strings). Optional ``labels``: one
+facet per sentence (``background``/``method``/``result``, their short forms, CSFCube's
+``*_label`` names, ``other`` or null for none), only next to a ``sentences`` list. A row without
+text is an error (or, with ``allow_title_only``, encoded from its title alone).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..facets import CSABSTRUCT_TO_FACET, CSFCUBE_LABEL_TO_FACET, FACET_ALIASES
+from ..text import split_sentences
+
+__all__ = ["CorpusError", "Corpus", "FORMATS", "read_corpus", "check_documents", "facet_label"]
+
+#: file suffix -> ``datasets`` builder
+FORMATS = {
+    ".jsonl": "json",
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_NO_FACET = {"other", "other_label", "none", ""}
+_LABELS: dict[str, str | None] = {
+    **CSABSTRUCT_TO_FACET,
+    **CSFCUBE_LABEL_TO_FACET,
+    **FACET_ALIASES,
+    **{k: None for k in _NO_FACET},
+}
+
+
+class CorpusError(ValueError):
+    """A corpus row (or file) that cannot be read; the message names the file and line or row."""
+
+
+@dataclass
+class Corpus:
+    """Checked documents ``{"id", "title", "sentences", "labels"}`` (``labels`` None when the
+    row gave none) in file order, and the file's SHA-256 (what an encoding was made of)."""
+
+    path: Path
+    documents: list[dict[str, Any]]
+    sha256: str
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+
+def facet_label(value: Any, where: str) -> str | None:
+    """A sentence label as a facet name (None: no facet); unknown labels are errors.
+
+    >>> facet_label("objective_label", "x"), facet_label("MT", "x"), facet_label(None, "x")
+    ('background', 'method', None)
+    """
+    if value is None:
+        return None
+    key = str(value).strip().lower()
+    if key not in _LABELS:
+        raise CorpusError(
+            f"{where}: unknown sentence label {value!r}; use background, method, "
+            "result (or bg, mt, rs, CSFCube's *_label names), other or null"
+        )
+    return _LABELS[key]
+
+
+def _text_of(row: Mapping[str, Any], where: str, allow_title_only: bool) -> list[str]:
+    sents, abstract = row.get("sentences"), row.get("abstract")
+    if isinstance(abstract, (list, tuple)) and sents is None:
+        sents, abstract = abstract, None  # CSFCube-style: the abstract as a list of sentences
+    if sents is not None:
+        if isinstance(sents, str) or not isinstance(sents, Sequence):
+            raise CorpusError(f"{where}: field 'sentences' must be a list of strings")
+        if any(not isinstance(s, str) for s in sents):
+            raise CorpusError(f"{where}: field 'sentences' holds a non-string item")
+        out = [" ".join(s.split()) for s in sents]
+    elif abstract is not None:
+        if not isinstance(abstract, str):
+            raise CorpusError(
+                f"{where}: field 'abstract' must be a string, got {type(abstract).__name__}"
+            )
+        out = split_sentences(abstract)
+    else:
+        out = []
+    if not any(out) and not allow_title_only:
+        raise CorpusError(
+            f"{where}: no text: give a non-empty 'abstract' or 'sentences' "
+            "(or pass --allow-title-only to encode papers from their title alone)"
+        )
+    return out
+
+
+def _check_row(row: Mapping[str, Any], where: str, allow_title_only: bool) -> dict[str, Any]:
+    """One checked document of one row (see the module docstring)."""
+    pid = row.get("id")
+    if pid is None or isinstance(pid, (bool, float)) or not str(pid).strip():
+        raise CorpusError(f"{where}: missing or empty 'id' (a string or an integer)")
+    title = row.get("title") or ""
+    if not isinstance(title, str):
+        raise CorpusError(f"{where}: field 'title' must be a string, got {type(title).__name__}")
+    sentences = _text_of(row, where, allow_title_only)
+    labels = row.get("labels")
+    if labels is not None:
+        if row.get("sentences") is None and not isinstance(row.get("abstract"), (list, tuple)):
+            raise CorpusError(f"{where}: 'labels' need a 'sentences' list (one label per sentence)")
+        if isinstance(labels, str) or not isinstance(labels, Sequence):
+            raise CorpusError(f"{where}: 'labels' must be a list (one label per sentence)")
+        if len(labels) != len(sentences):
+            raise CorpusError(f"{where}: {len(sentences)} sentences but {len(labels)} labels")
+        labels = [facet_label(x, where) for x in labels]
+    keep = [i for i, s in enumerate(sentences) if s]  # empty sentences carry nothing
+    return {
+        "id": str(pid).strip(),
+        "title": " ".join(title.split()),
+        "sentences": [sentences[i] for i in keep],
+        "labels": [labels[i] for i in keep] if labels is not None else None,
+    }
+
+
+def check_documents(
+    rows: Sequence[Mapping[str, Any]],
+    where: Callable[[int], str] | None = None,
+    allow_title_only: bool = False,
+    taken: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Checked documents of ``rows``; ``where(i)`` names row ``i`` in errors; ids must differ from
+    each other and from ``taken`` (the ids already indexed)."""
+    where = where or (lambda i: f"document {i}")
+    out = []
+    seen = {p: None for p in taken}
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise CorpusError(f"{where(i)}: expected a dict, got {type(row).__name__}")
+        doc = _check_row(row, where(i), allow_title_only)
+        if doc["id"] in seen:
+            first = seen[doc["id"]]
+            also = f" (first at {where(first)})" if first is not None else " (already in the index)"
+            raise CorpusError(f"{where(i)}: duplicate id {doc['id']!r}{also}")
+        seen[doc["id"]] = i
+        out.append(doc)
+    return out
+
+
+def _row_lines(path: Path, kind: str) -> Callable[[int], str]:
+    """``i -> "file:line N"`` for the i-th row, computed on first use (blank JSONL lines and
+    multi-line CSV fields make the row index differ from the line)."""
+    lines: list[int] = []
+
+    def where(i: int) -> str:
+        if kind == "parquet":
+            return f"{path}: row {i + 1}"
+        if not lines:
+            with open(path, encoding="utf-8", newline="") as f:
+                if kind == "json":
+                    lines.extend(n for n, text in enumerate(f, start=1) if text.strip())
+                else:
+                    reader = csv.reader(f)
+                    next(reader, None)  # the header
+                    start = reader.line_num + 1
+                    for _ in reader:
+                        lines.append(start)
+                        start = reader.line_num + 1
+        return f"{path}:line {lines[i]}" if i < len(lines) else f"{path}: row {i + 1}"
+
+    return where
+
+
+def _load(path: Path, kind: str) -> Any:
+    """The file as a ``datasets.Dataset`` (in memory; its cache in a temporary folder)."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    with tempfile.TemporaryDirectory() as cache:
+        try:
+            return datasets.load_dataset(
+                kind, data_files=str(path), split="train", cache_dir=cache, keep_in_memory=True
+            )
+        except Exception as err:  # datasets names neither the line nor, often, the file
+            if kind == "json":
+                from ..datasets.readers import iter_jsonl
+
+                for _ in iter_jsonl(path):  # raises ValueError naming file:line
+                    pass
+            cause = err.__cause__ or err.__context__ or err
+            raise CorpusError(f"{path}: cannot be read as {kind}: {cause}") from None
+
+
+def read_corpus(path: str | os.PathLike[str], allow_title_only: bool = False) -> Corpus:
+    """Read and check a corpus file (module docstring); the format comes from the suffix."""
+    from ..files import sha256_file
+
+    path = Path(path)
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise CorpusError(
+            f"{path}: unknown corpus format {path.suffix!r}; use {', '.join(sorted(FORMATS))}"
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file not found: {path}")
+    ds = _load(path, kind)
+    if "id" not in ds.column_names:
+        raise CorpusError(f"{path}: no 'id' column (columns: {', '.join(ds.column_names)})")
+    if not {"abstract", "sentences"} & set(ds.column_names) and not allow_title_only:
+        raise CorpusError(
+            f"{path}: no 'abstract' or 'sentences' column (columns: {', '.join(ds.column_names)})"
+        )
+    if len(ds) == 0:
+        raise CorpusError(f"{path}: the corpus is empty")
+    docs = check_documents(ds, _row_lines(path, kind), allow_title_only)
+    return Corpus(path=path, documents=docs, sha256=sha256_file(path))

@@ -1,0 +1,404 @@
+"""Encoding a corpus for search: UniFAR facet embeddings and sentence labels, in chunks, resumable.
+
+An encoding folder holds::
+
+    manifest.json          model (spec, weights digest), corpus digest, counts, chunk list
+    documents.jsonl        id, title, sentences of every paper, in corpus order
+    chunks/chunk-00000.safetensors   embeddings [n, F, h] float32, labels [sentences] int8
+                                     (facet index, -1 = none), sentence_counts [n] int32
+
+Each chunk and then the manifest are written atomically (:func:`unifar.files.atomic_file`);
+a run that stops keeps every finished chunk, and the same command continues from the first
+missing one. The manifest's ``complete`` turns true after the last chunk. A folder holding
+another corpus, model or chunk size is refused, never mixed.
+
+The model is a UniFAR checkpoint folder or a base encoder name (``minilm``: an untrained UniFAR
+on it, identity init, as the evaluation's ``unifar-untrained``); its digest (SHA-256 of the
+config and every weight) lets a search refuse a query encoder other than the index's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..facets import FACETS
+from ..files import REPO, atomic_file, sha256_file, write_json
+
+__all__ = [
+    "MANIFEST",
+    "DOCUMENTS",
+    "DEFAULT_LABELLER",
+    "Encoding",
+    "load_model",
+    "model_digest",
+    "model_facts",
+    "load_labeller",
+    "label_documents",
+    "encode_corpus",
+    "read_encoding",
+    "write_encoding",
+]
+
+MANIFEST = "manifest.json"
+DOCUMENTS = "documents.jsonl"
+CHUNKS = "chunks"
+FORMAT = "unifar-search-encoding"
+#: the offline labeller chapter 2 of the book trains
+DEFAULT_LABELLER = REPO / "artifacts" / "ch02" / "default" / "labeller"
+
+
+@dataclass
+class Encoding:
+    """An encoding folder read back: documents (with ``labels``), embeddings [N, F, h], manifest."""
+
+    documents: list[dict[str, Any]]
+    embeddings: torch.Tensor
+    manifest: dict[str, Any]
+
+
+def load_model(spec: str, device: str | None = None) -> Any:
+    """UniFAR from a checkpoint folder, or untrained on a base encoder name (clear errors for a
+    name that names nothing, :func:`unifar.base_models.check_model_name`)."""
+    from ..base_models import check_model_name
+    from ..evaluation.systems import is_unifar_checkpoint, load_unifar
+
+    if not is_unifar_checkpoint(spec):
+        check_model_name(spec)
+    return load_unifar(spec, None, device)
+
+
+def model_spec(spec: str) -> str:
+    """What the manifest records: a checkpoint folder as an absolute path, a name as given."""
+    return str(Path(spec).resolve()) if Path(spec).is_dir() else spec
+
+
+def model_digest(model: Any) -> str:
+    """SHA-256 (hex, 24 chars) of a UniFAR model's config and weights (device independent).
+
+    The base encoder's pooler is left out: UniFAR never reads it, and a checkpoint of a base
+    saved without one gets a fresh random pooler at every load."""
+    h = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True).encode())
+    for name, t in sorted(model.state_dict().items()):
+        if ".pooler." in name:
+            continue
+        t = t.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}:{t.dtype}:{t.numel()}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:24]
+
+
+def model_facts(model: Any, spec: str | None) -> dict[str, Any]:
+    """The manifest's ``model`` entry."""
+    return {
+        "spec": spec,
+        "digest": model_digest(model),
+        "base_model": model.config.base_model,
+        "max_tokens": model.config.max_tokens,
+        "hidden_size": model.hidden_size,
+        "facets": list(model.config.facets),
+    }
+
+
+def load_labeller(path: str | os.PathLike[str] | None) -> Any:
+    """The offline sentence labeller (:class:`~unifar.construction.labeller.FacetLabeller`) in
+    ``path``, by default chapter 2's; a clear error naming the options when there is none."""
+    from ..construction.labeller import CONFIG_NAME, FacetLabeller
+
+    folder = Path(path) if path is not None else DEFAULT_LABELLER
+    if not (folder / CONFIG_NAME).is_file():
+        given = f"--labeller {path}: " if path is not None else ""
+        raise FileNotFoundError(
+            f"{given}no sentence labeller in {folder}; facet BM25 needs sentence labels: give them "
+            "in the corpus ('sentences' + 'labels'), pass --labeller DIR (a folder written by "
+            "FacetLabeller.save, e.g. the book's chapter 2 makes artifacts/ch02/default/labeller), "
+            "or pass --no-labels (dense search only, BM25 over title + abstract)"
+        )
+    return FacetLabeller.load(folder)
+
+
+def label_documents(docs: Sequence[dict[str, Any]], labeller: Any | None) -> list[list[str | None]]:
+    """Each document's labels: its own when given, else the labeller's, else none."""
+    todo = [d for d in docs if d["labels"] is None]
+    found = labeller.label_documents(todo) if (todo and labeller is not None) else []
+    it = iter(found)
+    out = []
+    for d in docs:
+        if d["labels"] is not None:
+            out.append(list(d["labels"]))
+        else:
+            out.append(next(it) if labeller is not None else [None] * len(d["sentences"]))
+    return out
+
+
+def _chunk_tensors(
+    emb: torch.Tensor, labels: Sequence[Sequence[str | None]]
+) -> dict[str, torch.Tensor]:
+    code = {f: i for i, f in enumerate(FACETS)}
+    flat = [code.get(x, -1) if x is not None else -1 for doc in labels for x in doc]
+    return {
+        "embeddings": emb.float().contiguous(),
+        "labels": torch.tensor(flat, dtype=torch.int8),
+        "sentence_counts": torch.tensor([len(x) for x in labels], dtype=torch.int32),
+    }
+
+
+def _write_chunk(folder: Path, k: int, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    from safetensors.torch import save_file
+
+    name = f"{CHUNKS}/chunk-{k:05d}.safetensors"
+    atomic_file(folder / name, lambda tmp: save_file(tensors, str(tmp)))
+    return {
+        "file": name,
+        "rows": int(tensors["embeddings"].shape[0]),
+        "sha256": sha256_file(folder / name),
+        "bytes": (folder / name).stat().st_size,
+    }
+
+
+def _write_documents(folder: Path, docs: Sequence[dict[str, Any]]) -> None:
+    lines = "".join(
+        json.dumps({k: d[k] for k in ("id", "title", "sentences")}, ensure_ascii=False) + "\n"
+        for d in docs
+    )
+    atomic_file(folder / DOCUMENTS, lambda tmp: tmp.write_text(lines, encoding="utf-8"))
+
+
+def _counts(docs: Sequence[dict[str, Any]], labels: torch.Tensor) -> dict[str, Any]:
+    per = torch.bincount(labels.long() + 1, minlength=len(FACETS) + 1).tolist()
+    return {
+        "documents": len(docs),
+        "sentences": int(labels.numel()),
+        "unlabelled_sentences": per[0],
+        "labelled_sentences": dict(zip(FACETS, per[1:])),
+    }
+
+
+def _start(out: Path, signature: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
+    """The manifest to continue from (None: start afresh); refuses a folder of another run."""
+    path = out / MANIFEST
+    if not path.is_file():
+        if out.exists() and any(out.iterdir()) and not overwrite:
+            raise FileExistsError(
+                f"--out {out}: a non-empty folder without {MANIFEST}; choose an empty or new folder"
+            )
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    differ = [k for k in signature if manifest.get("signature", {}).get(k) != signature[k]]
+    if differ and not overwrite:
+        raise FileExistsError(
+            f"--out {out}: holds an encoding with another {', '.join(differ)} "
+            f"({path}); choose another folder or pass --overwrite"
+        )
+    return None if differ else manifest
+
+
+def encode_corpus(
+    corpus: Any,
+    model: Any,
+    out: str | os.PathLike[str],
+    *,
+    spec: str | None = None,
+    labeller: Any | None = None,
+    chunk_size: int = 1000,
+    batch_size: int = 32,
+    bf16: bool | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+    on_chunk: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Encode ``corpus`` (:class:`unifar.search.corpus.Corpus`) into ``out`` chunk by chunk,
+    continuing an interrupted run; returns the manifest. ``on_chunk(k)`` runs after chunk ``k``
+    is saved (tests interrupt there)."""
+    from tqdm import tqdm
+
+    if chunk_size < 1:
+        raise ValueError(f"--chunk-size must be positive, got {chunk_size}")
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be positive, got {batch_size}")
+    out = Path(out)
+    docs = corpus.documents
+    unlabelled = [i for i, d in enumerate(docs) if d["labels"] is None]
+    source = "corpus" if not unlabelled else "labeller" if labeller is not None else "none"
+    facts = model_facts(model, spec)
+    signature = {
+        "corpus_sha256": corpus.sha256,
+        "model_digest": facts["digest"],
+        "chunk_size": chunk_size,
+        "labels": source,
+    }
+    manifest = _start(out, signature, overwrite)
+    if manifest is not None and manifest.get("complete"):
+        return {**manifest, "already_complete": True}
+    if manifest is None:
+        manifest = _new_manifest(corpus, out, signature, facts, labeller)
+    done = {c["file"]: c for c in manifest["chunks"]}
+    starts = range(0, len(docs), chunk_size)
+    bar = tqdm(total=len(docs), desc="encoding", unit="doc", disable=not progress)
+    t0, encoded = time.perf_counter(), 0
+    for k, s in enumerate(starts):
+        part = docs[s : s + chunk_size]
+        name = f"{CHUNKS}/chunk-{k:05d}.safetensors"
+        rec = done.get(name)
+        if (
+            rec is not None
+            and (out / name).is_file()
+            and (out / name).stat().st_size == rec["bytes"]
+        ):
+            bar.update(len(part))
+            continue
+        emb = model.encode_documents(part, batch_size=batch_size, show_progress=False, bf16=bf16)
+        done[name] = _write_chunk(
+            out, k, _chunk_tensors(emb.embeddings, label_documents(part, labeller))
+        )
+        manifest["chunks"] = [done[n] for n in sorted(done)]
+        write_json(out / MANIFEST, manifest)
+        encoded += len(part)
+        bar.update(len(part))
+        if on_chunk is not None:
+            on_chunk(k)
+    bar.close()
+    seconds = time.perf_counter() - t0
+    _, labels, _ = _chunk_parts(out, manifest["chunks"], embeddings=False)
+    manifest.update(
+        complete=True,
+        counts=_counts(docs, labels),
+        last_run={
+            "documents_encoded": encoded,
+            "seconds": round(seconds, 2),
+            "documents_per_second": round(encoded / seconds, 2) if encoded else None,
+            "device": str(model.device),
+        },
+    )
+    write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def _new_manifest(corpus: Any, out: Path, signature: dict[str, Any], facts: dict[str, Any],
+                  labeller: Any | None) -> dict[str, Any]:
+    """Start an encoding folder: the documents and an empty manifest."""
+    manifest = {
+        "format": FORMAT,
+        "version": 1,
+        "signature": signature,
+        "model": facts,
+        "corpus": {"file": corpus.path.name, "sha256": corpus.sha256},
+        "labels": {"source": signature["labels"], "labeller": _labeller_name(labeller)},
+        "chunk_size": signature["chunk_size"],
+        "chunks": [],
+        "complete": False,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    _write_documents(out, corpus.documents)
+    write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+def _labeller_name(labeller: Any | None) -> str | None:
+    if labeller is None:
+        return None
+    enc = getattr(labeller, "encoder", None)
+    return f"FacetLabeller({labeller.head}, encoder={getattr(enc, 'name', None)})"
+
+
+def _chunk_parts(
+    folder: Path,
+    chunks: Sequence[dict[str, Any]],
+    embeddings: bool = True,
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """Embeddings (None unless ``embeddings``), flat labels and sentence counts of all chunks."""
+    from safetensors import safe_open
+
+    emb, labels, counts = [], [], []
+    for c in chunks:
+        with safe_open(str(folder / c["file"]), framework="pt") as f:
+            labels.append(f.get_tensor("labels"))
+            counts.append(f.get_tensor("sentence_counts"))
+            if embeddings:
+                emb.append(f.get_tensor("embeddings"))
+    cat = lambda xs, dtype: torch.cat(xs) if xs else torch.empty(0, dtype=dtype)
+    return (
+        cat(emb, torch.float32) if embeddings else None,
+        cat(labels, torch.int8),
+        cat(counts, torch.int32),
+    )
+
+
+def read_encoding(folder: str | os.PathLike[str], check: bool = True) -> Encoding:
+    """Read a complete encoding folder (``check``: every chunk's SHA-256 against the manifest)."""
+    from ..files import digest_mismatch
+
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{folder} is not an encoding folder: no {MANIFEST} "
+            "(make one with `unifar encode CORPUS --model M --out DIR`)"
+        )
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("format") != FORMAT:
+        raise ValueError(
+            f"{path}: not a unifar search encoding (format {manifest.get('format')!r})"
+        )
+    chunks = manifest["chunks"]
+    docs = [
+        json.loads(line) for line in (folder / DOCUMENTS).read_text(encoding="utf-8").splitlines()
+    ]
+    n = sum(c["rows"] for c in chunks)
+    if not manifest.get("complete") or n != len(docs):
+        raise ValueError(
+            f"{path}: the encoding is incomplete ({n} of {len(docs)} documents); "
+            "run the same `unifar encode` command again to finish it"
+        )
+    if check:
+        bad = digest_mismatch(folder, {c["file"]: c for c in chunks}, MANIFEST)
+        if bad:
+            raise ValueError(f"{bad}; encode again into a new folder")
+    emb, labels, counts = _chunk_parts(folder, chunks)
+    if counts.tolist() != [len(d["sentences"]) for d in docs]:
+        raise ValueError(f"{path}: chunk sentence counts do not match {DOCUMENTS}")
+    names = [None, *FACETS]
+    for d, lab in zip(docs, torch.split(labels.long() + 1, counts.tolist())):
+        d["labels"] = [names[i] for i in lab.tolist()]
+    return Encoding(documents=docs, embeddings=emb, manifest=manifest)
+
+
+def write_encoding(
+    folder: Path,
+    docs: Sequence[dict[str, Any]],
+    embeddings: torch.Tensor,
+    facts: dict[str, Any],
+    source: str,
+) -> dict[str, Any]:
+    """Write documents (with labels) and their embeddings as one-chunk encoding (Index.save)."""
+    _write_documents(folder, docs)
+    labels = [d["labels"] or [None] * len(d["sentences"]) for d in docs]
+    tensors = _chunk_tensors(embeddings, labels)
+    chunk = _write_chunk(folder, 0, tensors)
+    manifest = {
+        "format": FORMAT,
+        "version": 1,
+        "signature": {
+            "corpus_sha256": None,
+            "model_digest": facts["digest"],
+            "chunk_size": len(docs),
+            "labels": source,
+        },
+        "model": facts,
+        "corpus": {"file": None, "sha256": None},
+        "labels": {"source": source, "labeller": None},
+        "chunk_size": len(docs),
+        "chunks": [chunk],
+        "complete": True,
+        "counts": _counts(docs, tensors["labels"]),
+    }
+    write_json(folder / MANIFEST, manifest)
+    return manifest
