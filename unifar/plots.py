@@ -8,7 +8,8 @@ import numpy as np
 
 from .facets import FACET_SHORT
 
-__all__ = ["plot_attention", "plot_facet_similarity", "plot_results", "plot_losses"]
+__all__ = ["plot_attention", "plot_facet_similarity", "plot_facet_matrix_panels", "plot_span_attention",
+           "plot_results", "plot_losses"]
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -57,16 +58,77 @@ def plot_facet_similarity(
     title: str = "facet similarity matrix",
     row_prefix: str = "Q",
     col_prefix: str = "Doc",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    cbar: bool = True,
 ) -> Any:
-    """Annotated heatmap of an F x F facet similarity matrix (paper figure 3)."""
+    """Annotated heatmap of an F x F facet similarity matrix (paper figure 3); ``vmin`` /
+    ``vmax`` fix the colour scale (one scale for several panels)."""
     import seaborn as sns
 
     m = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix, dtype=float)
     short = [FACET_SHORT.get(f, f) for f in facets]
     ax = _axes(ax, (3.8, 3.2))
-    sns.heatmap(m, ax=ax, annot=True, fmt=".3f", cmap="viridis", square=True,
+    sns.heatmap(m, ax=ax, annot=True, fmt=".3f", cmap="viridis", square=True, vmin=vmin, vmax=vmax, cbar=cbar,
                 xticklabels=[f"{col_prefix}-{s}" for s in short], yticklabels=[f"{row_prefix}-{s}" for s in short])
     ax.set_title(title)
+    return ax
+
+
+def plot_facet_matrix_panels(
+    matrices: Mapping[str, Any],
+    facets: Sequence[str] = ("background", "method", "result"),
+    ncols: int = 4,
+    suptitle: str | None = None,
+) -> Any:
+    """One :func:`plot_facet_similarity` panel per model, on one colour scale, each titled with
+    its name and diagonal contrast (:func:`unifar.evaluation.structure.diagonal_contrast`).
+    Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from .evaluation.structure import diagonal_contrast
+
+    arrays = {name: np.asarray(m, dtype=float) for name, m in matrices.items()}
+    lo = min(float(a.min()) for a in arrays.values())
+    hi = max(float(a.max()) for a in arrays.values())
+    nrows = -(-len(arrays) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.0 * nrows), squeeze=False)
+    for ax, (name, m) in zip(axes.flat, arrays.items()):
+        plot_facet_similarity(m, facets, ax=ax, vmin=lo, vmax=hi, cbar=False,
+                              title=f"{name}\ncontrast {diagonal_contrast(m):+.3f}")
+        ax.title.set_fontsize(9)
+    for ax in list(axes.flat)[len(arrays):]:
+        ax.axis("off")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
+
+
+def plot_span_attention(
+    attention: Any,
+    units: Sequence[str],
+    facets: Sequence[str],
+    spans: Mapping[str, Sequence[int]] | None = None,
+    ax: Any = None,
+    title: str = "",
+) -> Any:
+    """Heatmap of facet attention ``[F, n]`` over ``units`` (sentences ``S0..`` or tokens), with
+    the cells of ``spans[facet]`` (the paper's reading of figure 4) outlined in red."""
+    import seaborn as sns
+    from matplotlib.patches import Rectangle
+
+    a = np.asarray(attention, dtype=float)
+    ax = _axes(ax, (min(16.0, 2.0 + 0.45 * a.shape[1]), 2.2))
+    sns.heatmap(a, ax=ax, cmap="Blues", vmin=0, xticklabels=list(units), yticklabels=list(facets),
+                cbar_kws={"label": "attention"})
+    for f, name in enumerate(facets):
+        for i in (spans or {}).get(name, ()):
+            if i < a.shape[1]:
+                ax.add_patch(Rectangle((i, f), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
+    ax.set_xticklabels(ax.get_xticklabels(), rotation=90, fontsize=8)
+    ax.set_yticklabels(ax.get_yticklabels(), rotation=0)
+    ax.set_title(title, fontsize=10)
     return ax
 
 

@@ -37,6 +37,9 @@ are not given where the text does not print them):
   candidates).
 * :data:`UNIFAR_TABLE8` -- appendix E, table 8: LitSearch q-doc, 5 systems x Recall, MRR, MAP,
   nDCG at 5, 10, 20.
+* :data:`UNIFAR_CASE_STUDY_QUESTION`, :data:`UNIFAR_CASE_STUDY_DOCUMENTS` -- appendix F, table 9: the
+  case study's LitSearch question and three abstracts, verbatim, with the sentence spans where the
+  prose on figure 4 says each facet's attention peaks (:mod:`unifar.paper.unifar_case_study`).
 * :data:`UNIFAR_FACTS` -- appendix B and the table-5 prompt: 217,806 FTUs, 7,428,874
   facet-labelled documents, 3 questions per query document, 25-50 words per question.
 * :data:`UNIFAR_HYPERPARAMETERS` -- appendix A: tau 0.08, lambda 0.3 -> 0.5, learning rates
@@ -146,6 +149,7 @@ from .scitoricsbert import (
     SCITORICSBERT_FACTS_PRINTED,
 )
 from .table import FLEW, MULTI_OBJECTIVE, SCITORICSBERT, UNIFAR, Table, parse_number, typed_forms, values_of
+from .unifar_case_study import UNIFAR_CASE_STUDY_DOCUMENTS, UNIFAR_CASE_STUDY_QUESTION, CaseStudyDocument
 from .unifar_paper import (
     UNIFAR_TABLE1,
     UNIFAR_TABLE2,
@@ -169,6 +173,9 @@ __all__ = [
     "UNIFAR_APPENDIX_B",
     "UNIFAR_TABLE7",
     "UNIFAR_TABLE8",
+    "UNIFAR_CASE_STUDY_QUESTION",
+    "UNIFAR_CASE_STUDY_DOCUMENTS",
+    "CaseStudyDocument",
     "UNIFAR_FACTS",
     "UNIFAR_HYPERPARAMETERS",
     "SCITORICSBERT_TABLE2",

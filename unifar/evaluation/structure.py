@@ -1,0 +1,155 @@
+"""What training changed in a facet model, measured without ranking anything (chapter 6).
+
+Retrieval metrics of small CPU-trained models move by less than their noise, so chapter 6 also
+reports structural measures, each a function here:
+
+* :func:`mean_facet_matrix` -- the mean 3 x 3 facet similarity matrix (question facets x
+  document facets) over judged-relevant question-document pairs (the paper's figure 3), and
+  :func:`diagonal_contrast`, its diagonal minus its off-diagonal mean;
+* :func:`sentence_attention` -- a document's facet attention over its abstract sentences, from
+  either branch (token weights summed per sentence), and :func:`span_shares`, the share of each
+  facet's attention on given sentence spans against uniform attention (the paper's figure 4);
+* the attention's mass on labelled sentences and its entropy are
+  :func:`unifar.evaluation.attention.facet_attention_stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "relevant_pairs", "sentence_attention",
+           "span_shares"]
+
+
+def diagonal_contrast(matrix: Any) -> float:
+    r"""Mean diagonal minus mean off-diagonal entry of a square facet similarity matrix.
+
+    $$ c(M) = \frac{1}{F}\sum_f M_{ff} - \frac{1}{F(F-1)}\sum_{f \ne g} M_{fg} $$
+
+    0 when every question facet is as close to every document facet (the paper's "w/o A_facet"
+    collapse); the larger, the more each facet is matched with its own.
+
+    >>> round(diagonal_contrast([[0.9, 0.2, 0.1], [0.3, 0.8, 0.2], [0.1, 0.2, 0.7]]), 4)
+    0.6167
+    >>> diagonal_contrast(np.full((3, 3), 0.5))
+    0.0
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2:
+        raise ValueError(f"expected a square matrix of at least 2 x 2, got shape {m.shape}")
+    n = m.shape[0]
+    diag = float(np.trace(m)) / n
+    return diag - (float(m.sum()) - n * diag) / (n * (n - 1))
+
+
+def relevant_pairs(bench: Any, max_pairs: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
+    """``(question text, document id)`` of every judged-relevant pair of a q-doc benchmark
+    (:class:`unifar.datasets.schema.QDocBenchmark`), in question order; ``max_pairs`` keeps a
+    seeded sample of that many."""
+    text = dict(zip(bench.questions["qid"], bench.questions["text"]))
+    pairs = [(text[q], d) for q in text for d in sorted(bench.relevant(q))]
+    if max_pairs is not None and len(pairs) > max_pairs:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), max_pairs, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
+
+
+def mean_facet_matrix(model: Any, pairs: Sequence[tuple[str, str]], documents: Mapping[str, Mapping[str, Any]],
+                      state_cache: Any = None, batch_size: int = 32) -> np.ndarray:
+    """The mean facet similarity matrix ``[F, F]`` (rows: question facets, columns: document
+    facets) of ``model`` over ``pairs`` of (question text, document id); ``documents`` maps an id
+    to ``{"title", "sentences"}``. Each question and document is encoded once (``state_cache``: a
+    shared :class:`~unifar.caching.TokenStateCache` of the frozen base)."""
+    import torch
+    import torch.nn.functional as F
+
+    if not pairs:
+        raise ValueError("mean_facet_matrix needs at least one (question, document) pair")
+    questions = list(dict.fromkeys(q for q, _ in pairs))
+    doc_ids = list(dict.fromkeys(d for _, d in pairs))
+    missing = [d for d in doc_ids if d not in documents]
+    if missing:
+        raise KeyError(f"{len(missing)} documents of the pairs are not in the collection, e.g. {missing[:3]}")
+    kw = {"batch_size": batch_size, "show_progress": False, "state_cache": state_cache}
+    q = model.encode_questions(questions, **kw).embeddings
+    docs = [{"title": documents[d].get("title") or "", "sentences": list(documents[d]["sentences"])}
+            for d in doc_ids]
+    d = model.encode_documents(docs, **kw).embeddings
+    qi = {t: i for i, t in enumerate(questions)}
+    di = {t: i for i, t in enumerate(doc_ids)}
+    a = [qi[x] for x, _ in pairs]
+    b = [di[y] for _, y in pairs]
+    # pairwise, not all-against-all: M[p, i, j] = cos(q_p^(i), d_p^(j)) as facet_similarity does
+    qn, dn = F.normalize(q[a].float(), dim=-1), F.normalize(d[b].float(), dim=-1)
+    return torch.einsum("pih,pjh->pij", qn, dn).double().mean(0).numpy()
+
+
+def sentence_attention(encoding: Any, index: int, item: Any) -> np.ndarray:
+    """One document's facet attention over its abstract sentences ``[F, n]``, each row summing
+    to 1. ``encoding`` is a :class:`unifar.model.FacetEncoding` and ``item`` the document's
+    :class:`unifar.text.EncodedInput` (from :meth:`unifar.model.UniFAR.tokenize_documents`). A
+    document that took the token branch gets its token weights summed per sentence; the title
+    (unit 0 of a titled document) and special tokens are left out, and each facet's weights over
+    the sentences renormalised."""
+    att = encoding.attention[index].double().numpy()
+    first = 1 if item.has_title else 0
+    n = item.n_sentences - first
+    if n < 1:
+        raise ValueError(f"input {index} has no sentence besides its title")
+    if encoding.branch[index] == "sentence":
+        per = att[:, first : first + n]
+    else:
+        sid = np.asarray(item.sentence_ids)
+        onehot = (sid[:, None] == np.arange(first, first + n)[None, :]).astype(np.float64)  # [L, n]
+        per = att[:, : len(sid)] @ onehot
+    total = per.sum(1, keepdims=True)
+    return per / np.where(total > 0, total, 1.0)
+
+
+def span_shares(attention: Any, spans: Mapping[str, Sequence[int]], facets: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per facet, the share of its attention on the sentences ``spans[facet]`` and what uniform
+    attention would put there (span length / sentences).
+
+    ``attention`` is ``[F, n]`` with rows summing to 1 (:func:`sentence_attention`).
+
+    >>> a = np.array([[0.5, 0.3, 0.1, 0.1], [0.1, 0.1, 0.4, 0.4]])
+    >>> span_shares(a, {"background": [0, 1], "method": [2]}, ["background", "method"])
+    {'background': {'share': 0.8, 'uniform': 0.5}, 'method': {'share': 0.4, 'uniform': 0.25}}
+    """
+    a = np.asarray(attention, dtype=np.float64)
+    n = a.shape[1]
+    out = {}
+    for f, name in enumerate(facets):
+        idx = [i for i in spans.get(name, ()) if i < n]
+        if not idx:
+            continue
+        out[name] = {"share": round(float(a[f, idx].sum()), 6), "uniform": round(len(idx) / n, 6)}
+    return out
+
+
+def case_study_attention(model: Any, question: str, documents: Sequence[Any], state_cache: Any = None) -> dict[str, Any]:
+    """Figure 4 for one model: the question's facet attention over its units (tokens or its one
+    sentence, as the model's branch chooses) and each document's sentence attention
+    (:func:`sentence_attention`) with :func:`span_shares` on the document's ``spans``.
+
+    ``documents`` are :class:`unifar.paper.CaseStudyDocument` (or anything with ``title``,
+    ``sentences``, ``spans``). Returns ``{"question": {"units", "attention", "branch"},
+    "documents": [{"attention", "branch", "shares"}, ...]}`` with plain lists.
+    """
+    facets = tuple(model.config.facets)
+    kw = {"show_progress": False, "state_cache": state_cache}
+    q = model.encode_questions([question], **kw)
+    docs = [{"title": d.title, "sentences": list(d.sentences)} for d in documents]
+    items = model.tokenize_documents(docs)
+    enc = model.encode(items, **kw)
+    out_docs = []
+    for i, d in enumerate(documents):
+        att = sentence_attention(enc, i, items[i])
+        out_docs.append({"attention": att.round(6).tolist(), "branch": enc.branch[i],
+                         "shares": span_shares(att, d.spans, facets)})
+    return {"question": {"units": q.units[0], "attention": q.attention[0].double().numpy().round(6).tolist(),
+                         "branch": q.branch[0]},
+            "documents": out_docs}
