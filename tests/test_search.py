@@ -13,7 +13,7 @@ import torch
 from unifar.cli import main
 from unifar.search.corpus import CorpusError, read_corpus
 from unifar.search.encode import encode_corpus, read_encoding
-from unifar.search.index import INDEX_DIR, Index
+from unifar.search.corpus_index import INDEX_DIR, Index
 from unifar.search.lexical import SavedBM25
 
 from .conftest import SENTS
@@ -422,3 +422,13 @@ def test_the_real_cli_end_to_end_on_csfcube_abstracts(tmp_path):
     assert q["results"][0]["id"] == pid  # the debate paper answers the debate question
     ex = json.loads(cli("explain", out, "congressional floor debates", pid, "--json"))
     assert {t["term"] for t in ex["bm25"]["all"]["terms"]} >= {"congression", "debat"}
+
+
+def test_a_base_encoder_folder_is_a_base_name_not_a_checkpoint(tmp_path, tokenizer):
+    """A Hugging Face model folder (config.json + model.safetensors) names a base encoder."""
+    from unifar.evaluation.systems import is_unifar_checkpoint
+
+    from .conftest import tiny_bert
+
+    tiny_bert(tokenizer).save_pretrained(tmp_path / "hf")
+    assert not is_unifar_checkpoint(tmp_path / "hf")

@@ -37,7 +37,7 @@ def test_statuses_follow_the_measurements(tmp_path):
     assert gain["PubMedQA MRR@10"].status == "reproduced"
     assert gain["Cranfield nDCG@10"].status == "not run yet"  # no verdict for it in this file
     assert all(r.status == "not runnable offline" for r in rows if r.table.startswith("table 1"))
-    assert all(r.status == "not run yet" for r in rows if r.table.startswith("table 3"))
+    assert all(r.status == "not run yet" for r in rows if r.table.startswith("table 3"))  # no ch06 file
     assert len(summary_frame(rows)) == len(rows)
 
 
@@ -45,3 +45,32 @@ def test_missing_full_results_leave_rows_unmeasured(tmp_path):
     rows = reproduction_summary(tmp_path)
     mpnet = next(r for r in rows if r.system == "MPNet" and r.metric == "aggregated MAP")
     assert mpnet.measured is None and mpnet.status == "not run yet"
+
+
+def test_table3_rows_follow_the_ablation_verdicts(tmp_path):
+    col = "CSFCube aggregated MAP"
+    means = {"full": {col: 39.8}, "w/o L_KL": {col: 38.1}, "w/o L_QD": {col: 39.9}, "w/o anchors": {col: 40.5}}
+    verdicts = [{"row": "w/o L_KL", "column": col, "diff": -1.7, "ci_low": -2.5, "ci_high": -0.9, "verdict": "worse"},
+                {"row": "w/o L_QD", "column": col, "diff": 0.1, "ci_low": -0.3, "ci_high": 0.5,
+                 "verdict": "within noise"},
+                {"row": "w/o anchors", "column": col, "diff": 0.7, "ci_low": 0.2, "ci_high": 1.2, "verdict": "better"}]
+    runs = {f"full|{s}": {"row": "full", "seed": s} for s in (0, 1, 2)}
+    _write(tmp_path, "ch06", "ablations", {"table_mean": means, "verdicts": verdicts, "runs": runs})
+    rows = {r.system: r for r in reproduction_summary(tmp_path) if r.table.startswith("table 3")}
+    assert rows["UniFAR (full)"].measured == 39.8 and rows["UniFAR (full)"].status == "differs"
+    assert "mean of 3 seeds" in rows["UniFAR (full)"].measured_as
+    assert rows["w/o L_KL"].status == "reproduced"  # worse, as in the paper
+    assert rows["w/o L_QD"].status == "within noise"
+    assert rows["w/o A_facet"].status == "differs"  # better here, worse in the paper
+    assert rows["w/o MHA_sent"].status == "not run yet"  # no such row measured
+
+
+def test_hybrid_rows_read_the_benchmark_study(tmp_path):
+    summary = {"csfcube": {"hybrid-mean": {"map": 42.8, "fold1_test map": 40.3, "weights": [0.75, 0.25]},
+                           "mean": {"map": 39.4, "fold1_test map": 37.1}}}
+    (tmp_path / "ch05").mkdir()
+    (tmp_path / "ch05" / "hybrid_minilm.json").write_text(json.dumps({"runs": [{"summary": summary}]}))
+    rows = [r for r in reproduction_summary(tmp_path) if r.table.startswith("beyond")]
+    assert len(rows) == 1 and rows[0].measured == 42.8 and rows[0].status == "beyond the paper"
+    assert rows[0].reported == paper.UNIFAR_TABLE2.value("UniFAR-MPNet", "aggregated MAP")
+    assert "W = 0.25" in rows[0].why

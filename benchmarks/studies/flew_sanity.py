@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch-size", type=int, default=FLEW_BATCH_SIZE)
     ap.add_argument("--lr", type=float, default=FLEW_LR)
-    ap.add_argument("--top-layers", type=int, default=1)
+    ap.add_argument("--top-layers", type=int, default=1, help="0: train the whole base (GPU)")
     ap.add_argument("--pooling", default="cls", choices=("cls", "mean"))
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--window", type=int, default=5)
@@ -61,7 +61,8 @@ def main() -> None:
         flush=True,
     )
     base = BiEncoder(BiEncoderConfig(a.base, pooling=a.pooling, max_tokens=a.max_tokens))
-    cache = TokenStateCache(top_layers=a.top_layers)  # one cache: the frozen layers agree
+    top = a.top_layers or None  # 0 -> None: the whole base trains, no cached states
+    cache = TokenStateCache(top_layers=a.top_layers) if top else None  # frozen layers agree
     for f, trips in triplets.items():  # one facet at a time, printed as it finishes
         t0 = time.perf_counter()
         out = train_facet_encoders(
@@ -69,7 +70,7 @@ def main() -> None:
             data.documents,
             base,
             steps=a.steps,
-            top_layers=a.top_layers,
+            top_layers=top,
             batch_size=a.batch_size,
             lr=a.lr,
             state_cache=cache,
@@ -86,7 +87,8 @@ def main() -> None:
             f"top {a.top_layers} layer(s), {a.pooling}, max {a.max_tokens} tokens) "
             f"in {time.perf_counter() - t0:.0f} s; "
             f"mean loss per {a.window} steps {np.round(w, 4).tolist()}; "
-            f"first {losses[0]:.4f}, last {losses[-1]:.4f}; {len(cache)} cached inputs",
+            f"first {losses[0]:.4f}, last {losses[-1]:.4f}; "
+            f"{len(cache) if cache is not None else 0} cached inputs",
             flush=True,
         )
 

@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--ftus", default=str(REPO / "artifacts" / "ftus" / "default"))
     ap.add_argument("--only", nargs="*", help="train only these objectives (names as printed)")
+    ap.add_argument("--base", default="minilm", help="base encoder name or folder")
+    ap.add_argument("--whole-base", action="store_true",
+                    help="train the whole base (the GPU profile) instead of its top layer")
     ap.add_argument(
         "--out", default=str(REPO / "artifacts" / "studies" / "multi_objective_sanity.json")
     )
@@ -59,13 +62,13 @@ def main() -> None:
         print(f"{obj.name:<18} {obj.kind:<20} {obj.stats}")
     for obj in [o for o in objectives if not a.only or o.name in a.only]:
         model = BiEncoder(
-            BiEncoderConfig("minilm", "mean", a.max_tokens)
+            BiEncoderConfig(a.base, "mean", a.max_tokens)
         )  # a fresh base per objective
         t0 = time.perf_counter()
         res = train_bi_encoder(
             model,
             mix([obj], a.steps, batch_size=a.batch_size, lr=a.lr),
-            args=BiEncoderTrainArgs(top_layers=1, show_progress=False),
+            args=BiEncoderTrainArgs(top_layers=None if a.whole_base else 1, show_progress=False),
         )
         losses = res.losses()
         first, last = np.mean(losses[:5]), np.mean(losses[-5:])

@@ -34,9 +34,19 @@ SYSTEMS = ("bm25", "mean", "facet-query", "unifar", "unifar-untrained", "hybrid-
 
 
 def is_unifar_checkpoint(path: str | os.PathLike[str]) -> bool:
-    """True for a folder written by :meth:`unifar.UniFAR.save_pretrained`."""
+    """True for a folder written by :meth:`unifar.UniFAR.save_pretrained`: a ``config.json``
+    with UniFAR's fields (a base encoder's folder, e.g. a Hugging Face model, has its own
+    ``config.json`` and is a base name, not a checkpoint) and a safetensors file."""
+    import json
+
     p = Path(path)
-    return (p / "config.json").is_file() and any(p.glob("*.safetensors"))
+    if not (p / "config.json").is_file() or not any(p.glob("*.safetensors")):
+        return False
+    try:
+        config = json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # a damaged UniFAR config: loading it gives the clear error
+    return isinstance(config, dict) and "facets" in config and "base_model" in config
 
 
 def load_unifar(model: str, max_length: int | None = None, device: str | None = None):

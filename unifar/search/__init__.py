@@ -4,7 +4,7 @@
 * :mod:`unifar.search.encode` -- facet embeddings and sentence labels, in resumable chunks;
 * :mod:`unifar.search.vectors` -- exact or FAISS nearest neighbours by inner product;
 * :mod:`unifar.search.lexical` -- BM25 over the whole text and over each facet's sentences;
-* :mod:`unifar.search.index` -- :class:`Index`: ``add``, ``build``, ``save``, ``load``,
+* :mod:`unifar.search.corpus_index` -- :class:`Index`: ``add``, ``build``, ``save``, ``load``,
   ``search``, ``explain``;
 * :mod:`unifar.search.explain` -- the facet similarity matrix, attended sentences, BM25 terms;
 * :mod:`unifar.search.cli` -- ``python -m unifar encode | index | search | explain``.
@@ -21,8 +21,8 @@ from typing import Any
 __all__ = ["Index", "Hit", "read_corpus", "encode_corpus", "load_labeller"]
 
 _LAZY = {
-    "Index": "index",
-    "Hit": "index",
+    "Index": "corpus_index",
+    "Hit": "corpus_index",
     "read_corpus": "corpus",
     "encode_corpus": "encode",
     "load_labeller": "encode",

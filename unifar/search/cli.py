@@ -201,7 +201,7 @@ def _encode(args: argparse.Namespace) -> None:
 def _index(args: argparse.Namespace) -> None:
     import time
 
-    from .index import Index
+    from .corpus_index import Index
 
     for name in ("nlist", "nprobe", "hnsw_m", "ef_search"):
         value = getattr(args, name)
@@ -224,7 +224,7 @@ def _index(args: argparse.Namespace) -> None:
 
 
 def _search(args: argparse.Namespace) -> Any:
-    from .index import Index
+    from .corpus_index import Index
 
     if args.k < 1:
         raise ValueError(f"-k must be at least 1, got {args.k}")
@@ -267,7 +267,7 @@ def _search(args: argparse.Namespace) -> Any:
 
 def _explain(args: argparse.Namespace) -> Any:
     from .explain import format_explanation
-    from .index import Index
+    from .corpus_index import Index
 
     if args.top < 1:
         raise ValueError(f"--top must be at least 1, got {args.top}")
