@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLUMNS", "PAPER_ROWS", "PAPER_COLUMNS", "ablation_table", "ablation_verdicts", "column_values",
-           "evaluate_rows", "paper_sign_agreement", "seed_mean_result", "system_name"]
+           "evaluate_rows", "metrics_only", "paper_sign_agreement", "seed_mean_result", "system_name"]
 
 #: column -> (benchmark, metric, CSFCube fold or None): the table's columns, in order
 COLUMNS: dict[str, tuple[str, str, str | None]] = {
@@ -90,6 +90,21 @@ def evaluate_rows(runs: Mapping[tuple[str, int], Any], benchmarks: Sequence[str]
         for bench, entry in more["benchmarks"].items():
             result["benchmarks"][bench]["systems"].update(entry["systems"])
     return result
+
+
+def metrics_only(result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{benchmark: {system: {"metrics", "ci", "n_queries"}}}`` of an evaluation result: what a
+    chapter keeps of dozens of systems (the per-query values, which the verdicts were computed
+    from, stay out of the committed file).
+
+    >>> r = {"benchmarks": {"b": {"systems": {"s": {"metrics": {"map": 1.0}, "ci": {}, "n_queries": 2,
+    ...                                              "per_query": {"map": {"q": 1.0}}}}}}}
+    >>> metrics_only(r)
+    {'b': {'s': {'metrics': {'map': 1.0}, 'ci': {}, 'n_queries': 2}}}
+    """
+    return {bench: {name: {k: res.get(k) for k in ("metrics", "ci", "n_queries")}
+                    for name, res in entry["systems"].items()}
+            for bench, entry in result["benchmarks"].items()}
 
 
 def seed_mean_result(result: Mapping[str, Any], rows: Sequence[str], seeds: Sequence[int]) -> dict[str, Any]:
