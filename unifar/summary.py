@@ -177,7 +177,8 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
         if row == "full":
             rows.append(SummaryRow("table 3 (ablation)", system, col, t3.value(system, col), value, measured_as,
                                    "differs", "MiniLM with a frozen base on offline FTUs, not a fine-tuned SciBERT on "
-                                   "217,806 LLM-built FTUs; the variants below are compared with this row"))
+                                   f"{paper.UNIFAR_FACTS_PRINTED['ftus']} LLM-built FTUs; the variants below are "
+                                   "compared with this row"))
             continue
         v = verdicts[row]
         theirs = t3.value(system, col) - t3.value("UniFAR (full)", col)
