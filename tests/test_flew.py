@@ -13,6 +13,7 @@ from unifar.bi_encoder import BiEncoder, BiEncoderConfig
 from unifar.bi_encoder_losses import triplet_margin_loss
 from unifar.construction.ftu import FTU
 from unifar.construction.llm import FakeClient, LLMError
+from unifar.facets import FACETS
 from unifar.flew.embedding import embed_subgraph
 from unifar.flew.graph import (
     CitationEdges,
@@ -398,3 +399,130 @@ def test_facet_embeddings_cls_and_mean(tokenizer):
     assert not torch.allclose(facet_embeddings(mean, docs), E)
     with pytest.raises(KeyError, match="no encoder for facets"):
         facet_embeddings({"method": encs["method"]}, docs)
+
+
+# ----- FLeW as an evaluation system --------------------------------------------------------------
+def _three_encoders(tokenizer, pooling: str = "cls") -> dict[str, BiEncoder]:
+    """Three different tiny encoders (tiny_bert is seeded: perturb each copy's top layer)."""
+    encs = {}
+    for k, f in enumerate(("background", "method", "result")):
+        enc = _encoder(tokenizer, pooling)
+        g = torch.Generator().manual_seed(k)
+        w = enc.base.encoder.layer[-1].output.dense.weight
+        with torch.no_grad():
+            w.add_(torch.randn(w.shape, generator=g) * 0.5)
+        encs[f] = enc
+    return encs
+
+
+class _Cube:
+    """The parts of a CSFCube dataset the facet mode reads."""
+
+    def __init__(self, docs):
+        self.papers = {d["id"]: d for d in docs}
+
+    def pool_pids(self):
+        return list(self.papers)
+
+
+def test_flew_retriever_ranks_each_csfcube_facet_by_its_own_encoder(tokenizer):
+    from unifar.flew.retriever import FLeWRetriever
+
+    encs = _three_encoders(tokenizer)
+    _, docs = _training_data()
+    r = FLeWRetriever(encs)
+    cube = _Cube(list(docs.values()))
+    cache: dict = {}
+    fn = r.csfcube_score_fn(cube, cache)
+    index = cache[(r.index_key, "csfcube")]  # [N, 3, h], pool order
+    texts = [f"{d['title']}[SEP]{' '.join(d['sentences'])}" for d in docs.values()]
+    for i, enc in enumerate(encs.values()):
+        assert torch.equal(index[:, i], enc.encode(texts))  # column i is FLeW-<facet i>
+    assert not torch.equal(index[:, 0], index[:, 2])
+    at = {p: i for i, p in enumerate(cube.pool_pids())}
+    cands = ["d01", "d10", "d22"]
+    for i, f in enumerate(FACETS):
+        want = index[[at[c] for c in cands], i] @ index[at["d00"], i]
+        assert np.array_equal(fn(f, "d00", cands), want.double().numpy())
+
+
+def test_flew_retriever_qdoc_uses_eq8_with_dev_weights(tokenizer, monkeypatch):
+    from unifar.evaluation.benchmarks import LoadedBenchmark
+    from unifar.evaluation.qdoc import QDocProtocol
+    from unifar.flew import retriever as flew_retriever
+    from unifar.flew.retriever import FLeWRetriever
+
+    encs = _three_encoders(tokenizer)
+    bench = _tiny_qdoc_benchmark()
+    protocol = QDocProtocol("t", metrics=("mrr@10",))
+    test = LoadedBenchmark("scirepeval", "qdoc", bench, protocol, "c")
+    docs = bench.documents.to_list()
+    fixed = FLeWRetriever(encs, weights=(0.2, 0.3, 0.5))
+    index = fixed.index(docs)
+    q = torch.stack([encs[f].encode(["q1"])[0] for f in FACETS])
+    want = torch.nn.functional.normalize((torch.tensor([0.2, 0.3, 0.5])[:, None] * q).sum(0), dim=0)
+    d = torch.nn.functional.normalize((torch.tensor([0.2, 0.3, 0.5])[None, :, None] * index).sum(1), dim=-1)
+    assert np.allclose(fixed.score(["q1"], index)[0], (d @ want).numpy(), atol=1e-6)
+    tuned = FLeWRetriever(encs, step=0.25)
+    with pytest.raises(ValueError, match="no weights chosen"):
+        tuned.score(["q1"], index)
+    monkeypatch.setattr(flew_retriever, "qdoc_dev_half", lambda name, opts: bench)
+    tuned.prepare(test, {})
+    chosen = tuned.choices["scirepeval"]
+    assert [c["weights"] for c in chosen["dev_curve"]] == [list(w) for w in weight_grid(0.25).tolist()]
+    best = max(chosen["dev_curve"], key=lambda c: c["dev"])["dev"]
+    assert chosen["weights"] == next(c["weights"] for c in chosen["dev_curve"] if c["dev"] == best)
+    monkeypatch.setattr(flew_retriever, "qdoc_dev_half", lambda name, opts: None)
+    tuned.prepare(LoadedBenchmark("cranfield", "qdoc", bench, protocol, "c"), {})
+    assert tuned.choices["cranfield"]["chosen_on"] == "equal (no dev half)"
+    assert np.allclose(tuned.describe()["weights_by_benchmark"]["cranfield"]["weights"], [1 / 3] * 3)
+
+
+def test_flew_retriever_rejects_bad_settings(tokenizer):
+    from unifar.flew.retriever import FLeWRetriever
+
+    encs = _three_encoders(tokenizer)
+    with pytest.raises(ValueError, match="missing \\['result'\\]"):
+        FLeWRetriever({f: encs[f] for f in ("background", "method")})
+    with pytest.raises(ValueError, match="csfcube must be one of"):
+        FLeWRetriever(encs, csfcube="mean")
+    with pytest.raises(ValueError, match="weights > 0 that sum to 1"):
+        FLeWRetriever(encs, weights=(0.5, 0.5, 0.0))
+
+
+def _tiny_qdoc_benchmark():
+    from unifar.datasets.schema import QDocBenchmark, questions_to_dataset, to_dataset
+
+    topics = TOPICS
+    docs = to_dataset(
+        [
+            {"id": f"d{i}", "title": t, "sentences": [f"We study {t}."], "source": "t"}
+            for i, t in enumerate(topics)
+        ]
+    )
+    qs = questions_to_dataset(
+        [{"qid": f"q{i}", "text": f"{t}?", "source": "t"} for i, t in enumerate(topics)]
+    )
+    return QDocBenchmark("dev", docs, qs, {f"q{i}": {f"d{i}": 1} for i in range(len(topics))})
+
+
+def test_training_resumes_finished_facets(tokenizer, tmp_path, monkeypatch):
+    from unifar.flew import training as flew_training
+
+    triplets, docs = _training_data()
+    base = _encoder(tokenizer)
+    kw = dict(steps=3, top_layers=1, batch_size=4, lr=1e-2, out_dir=tmp_path, show_progress=False)
+    first = train_facet_encoders(triplets, docs, base, **kw)
+    assert (tmp_path / "method" / "flew_run.json").is_file()
+    calls = []
+    real = flew_training.train_bi_encoder
+    monkeypatch.setattr(flew_training, "train_bi_encoder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = train_facet_encoders(triplets, docs, base, **kw)
+    assert calls == []  # both facets reloaded
+    for f in triplets:
+        assert again.losses()[f] == first.losses()[f]
+        assert torch.equal(
+            again.encoders[f].encode(["x y"]), first.encoders[f].encode(["x y"])
+        )
+    train_facet_encoders(triplets, docs, base, **{**kw, "lr": 5e-3})  # other settings: trained
+    assert len(calls) == 2

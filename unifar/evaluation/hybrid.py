@@ -50,6 +50,7 @@ __all__ = [
     "fuse",
     "hybrid_system",
     "qdoc_dev_half",
+    "choose_on_qdoc_dev",
     "rank_fusion",
     "weight_grid",
 ]
@@ -187,6 +188,38 @@ def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
     return None
 
 
+def choose_on_qdoc_dev(
+    dev: Any,
+    benchmark: Any,
+    scores: Callable[[tuple[float, ...]], np.ndarray],
+    grid: Sequence[tuple[float, ...]],
+) -> dict[str, Any]:
+    """The weights of ``grid`` that score best on a q-doc dev half ``dev``
+    (:func:`qdoc_dev_half`), by the headline metric of ``benchmark`` (a
+    :class:`~unifar.evaluation.benchmarks.LoadedBenchmark`) under its protocol. ``scores(w)``:
+    the ``[n_dev_questions, n_dev_documents]`` scores of weights ``w``, in ``dev``'s question and
+    document order. Returns ``{"weights", "chosen_on", "dev_curve"}`` (what
+    :meth:`FusedRetriever.describe` and :class:`unifar.flew.retriever.FLeWRetriever` record)."""
+    from .qdoc import evaluate_ranking, rank
+    from .report import HEADLINE_METRICS
+
+    protocol = benchmark.protocol
+    headline = HEADLINE_METRICS.get(benchmark.name, ("",))[0]
+    metric = headline if headline in protocol.all_metrics else protocol.all_metrics[0]
+    doc_ids, qids = list(dev.documents["id"]), list(dev.questions["qid"])
+
+    def dev_score(w: tuple[float, ...]) -> float:
+        run = rank(scores(w), doc_ids, qids, dev.candidates, protocol.depth)
+        return evaluate_ranking(run, dev, protocol).metrics[metric]
+
+    best, curve = choose_weights(dev_score, grid)
+    return {
+        "weights": list(best),
+        "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
+        "dev_curve": curve,
+    }
+
+
 class _Memo:
     """Each part's scores of one CSFCube pool, computed once for every weight vector tried."""
 
@@ -284,26 +317,9 @@ class FusedRetriever(Retriever):
         self.choices[benchmark.name] = self._tune_qdoc(dev, benchmark)
 
     def _tune_qdoc(self, dev: Any, benchmark: Any) -> dict[str, Any]:
-        from .qdoc import evaluate_ranking, rank
-        from .report import HEADLINE_METRICS
-
-        protocol = benchmark.protocol
-        headline = HEADLINE_METRICS.get(benchmark.name, ("",))[0]
-        metric = headline if headline in protocol.all_metrics else protocol.all_metrics[0]
         index = self.index(dev.documents.select_columns(["id", "title", "sentences"]).to_list())
         parts = self._part_scores(list(dev.questions["text"]), index)
-        doc_ids, qids = list(dev.documents["id"]), list(dev.questions["qid"])
-
-        def dev_score(w: tuple[float, ...]) -> float:
-            run = rank(self._fuse_rows(parts, w), doc_ids, qids, dev.candidates, protocol.depth)
-            return evaluate_ranking(run, dev, protocol).metrics[metric]
-
-        best, curve = choose_weights(dev_score, self._grid())
-        return {
-            "weights": list(best),
-            "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
-            "dev_curve": curve,
-        }
+        return choose_on_qdoc_dev(dev, benchmark, lambda w: self._fuse_rows(parts, w), self._grid())
 
     # -- q-doc ------------------------------------------------------------------------------------
     def index(self, documents: Sequence[Mapping[str, Any]]) -> list[Any]:

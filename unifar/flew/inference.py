@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from ..bi_encoder import BiEncoder
+from ..caching import TokenStateCache
 from ..evaluation.texts import document_text
 from ..facets import FACETS
 
@@ -32,12 +33,15 @@ def facet_embeddings(
     encoders: Mapping[str, BiEncoder],
     documents: Sequence[Mapping[str, Any]],
     batch_size: int = 32,
+    state_cache: TokenStateCache | None = None,
 ) -> torch.Tensor:
     """Eq. 7: ``[N, 3, h]`` embeddings of each document's ``title [SEP] abstract`` (the full
     abstract: its ``sentences`` joined, or its ``abstract``) by FLeW-bg, -mt and -rs, in the
     facet order of :data:`~unifar.facets.FACETS`. :meth:`BiEncoder.encode
     <unifar.bi_encoder.BiEncoder.encode>` L2-normalises each facet embedding (FLeW sums the raw
-    [CLS] states; normalising first keeps one facet's norm from outweighing its weight)."""
+    [CLS] states; normalising first keeps one facet's norm from outweighing its weight).
+    ``state_cache``: the frozen lower layers' states, shared by encoders that train only their
+    top layers (:func:`unifar.flew.training.train_facet_encoders`)."""
     missing = [f for f in FACETS if f not in encoders]
     if missing:
         raise KeyError(f"no encoder for facets {missing}")
@@ -45,7 +49,9 @@ def facet_embeddings(
     for f in FACETS:
         enc = encoders[f]
         texts = [document_text(d, enc.sep_token) for d in documents]
-        out.append(enc.encode(texts, batch_size=batch_size, show_progress=False))
+        out.append(
+            enc.encode(texts, batch_size=batch_size, show_progress=False, state_cache=state_cache)
+        )
     return torch.stack(out, dim=1)
 
 

@@ -18,6 +18,8 @@ facets. Our choices where FLeW is silent: weight decay 0.01 (SPECTER's AdamW def
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +31,7 @@ from ..bi_encoder_losses import triplet_margin_loss
 from ..caching import TokenStateCache
 from ..evaluation.texts import document_text
 from ..facets import FACETS
+from ..files import write_json
 from ..multi_objective.objectives import DOCUMENT_TO_DOCUMENT, Example, Objective
 from ..multi_objective.schedules import mix
 from ..multi_objective.training import BiEncoderTrainArgs, BiEncoderTrainResult, train_bi_encoder
@@ -36,6 +39,8 @@ from .sampling import Triplet
 from .splitting import triplet_texts
 
 __all__ = ["FLEW_BATCH_SIZE", "FLEW_LR", "FacetTraining", "facet_examples", "train_facet_encoders"]
+
+RUN_RECORD = "flew_run.json"  # a finished facet's settings (what a resumed run must match)
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +95,16 @@ def train_facet_encoders(
     seed: int = 0,
     out_dir: str | Path | None = None,
     state_cache: TokenStateCache | None = None,
+    resume: bool = True,
     **train_args: Any,
 ) -> FacetTraining:
     """Eq. 6: for each facet of ``triplets_by_facet``, a copy of ``base`` (a :class:`BiEncoder`,
     or a base model name loaded with ``pooling``) trained for ``steps`` steps of ``batch_size``
     triplets with eq. 5 (margin ``margin``). ``top_layers=None`` fine-tunes the whole base.
-    ``out_dir``: each encoder is saved to ``out_dir/<facet>/final`` with its log.
+    ``out_dir``: each encoder is saved to ``out_dir/<facet>/final`` with its log, and a record of
+    its settings (``flew_run.json``, written last); with ``resume``, a facet whose record
+    matches this call's settings (base weights, triplet texts, hyper-parameters) is loaded
+    instead of trained again, so an interrupted run loses at most the facet it was on.
     ``train_args`` go to :class:`~unifar.multi_objective.training.BiEncoderTrainArgs`.
     """
     unknown = sorted(set(triplets_by_facet) - set(FACETS))
@@ -113,13 +122,67 @@ def train_facet_encoders(
         out.triplets[f] = len(examples)
         objective = Objective(f"flew-{f}", DOCUMENT_TO_DOCUMENT, examples)
         phases = mix([objective], steps, batch_size=batch_size, lr=lr, seed=seed + k)
-        enc = copy.deepcopy(base)
         args.seed = seed + k
         where = None if out_dir is None else Path(out_dir) / f
+        settings = None
+        if where is not None:
+            settings = _run_settings(base, examples, steps, batch_size, lr, margin, args, textual)
+            done = _finished_run(where, settings, base.device) if resume else None
+            if done is not None:
+                out.results[f], out.encoders[f] = done, done.model
+                logger.info("FLeW-%s: finished earlier in %s, reused", f, where)
+                continue
+        enc = copy.deepcopy(base)
         out.results[f] = train_bi_encoder(enc, phases, loss_fn, args, where, state_cache)
         out.encoders[f] = enc
+        if where is not None:
+            write_json(where / RUN_RECORD, settings)  # last: the facet is complete
         losses = out.results[f].losses()
         logger.info(
             "FLeW-%s: %d triplets, loss %.4f -> %.4f", f, len(examples), losses[0], losses[-1]
         )
     return out
+
+
+def _run_settings(
+    base: BiEncoder,
+    examples: Sequence[Example],
+    steps: int,
+    batch_size: int,
+    lr: float,
+    margin: float,
+    args: BiEncoderTrainArgs,
+    textual: bool,
+) -> dict[str, Any]:
+    """What decides a facet encoder's weights (a resumed run reuses one only if all match)."""
+    texts = hashlib.sha256()
+    for e in examples:
+        texts.update(json.dumps([e.anchor, e.positive, e.negative]).encode("utf-8"))
+    return {
+        "base": base.fingerprint(),
+        "base_model": base.config.base_model,
+        "pooling": base.config.pooling,
+        "examples": len(examples),
+        "examples_sha256": texts.hexdigest(),
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "margin": margin,
+        "textual": textual,
+        "args": {k: v for k, v in vars(args).items() if k != "show_progress"},
+    }
+
+
+def _finished_run(
+    where: Path, settings: Mapping[str, Any], device: Any
+) -> BiEncoderTrainResult | None:
+    """The facet run saved in ``where`` if its record matches ``settings``, else None."""
+    record, final, log = where / RUN_RECORD, where / "final", where / "log.json"
+    if not (record.is_file() and final.is_dir() and log.is_file()):
+        return None
+    if json.loads(record.read_text(encoding="utf-8")) != json.loads(json.dumps(settings, default=str)):
+        return None
+    saved = json.loads(log.read_text(encoding="utf-8"))
+    model = BiEncoder.from_pretrained(final, device=device)
+    return BiEncoderTrainResult(model, saved["log"], final, float(saved.get("seconds", 0.0)))
+
