@@ -74,3 +74,34 @@ def test_hybrid_rows_read_the_benchmark_study(tmp_path):
     assert len(rows) == 1 and rows[0].measured == 42.8 and rows[0].status == "beyond the paper"
     assert rows[0].reported == paper.UNIFAR_TABLE2.value("UniFAR-MPNet", "aggregated MAP")
     assert "W = 0.25" in rows[0].why
+
+
+def test_flew_rows_read_chapter_7(tmp_path):
+    ours = ("table 2", "FLeW table 1")
+    rows = [r for r in reproduction_summary(tmp_path) if "FLeW" in r.system and r.table.startswith(ours)]
+    assert len(rows) == 5 and all(r.status == "not run yet" and r.measured is None for r in rows)
+    metrics = {f"{f}/map": 30.0 + i for i, f in enumerate(("background", "method", "result", "all"))}
+    verdict = {"system": "flew-cls", "benchmark": "csfcube", "fold": "", "vs": "mean", "metric": "all/map",
+               "diff": -3.1, "ci_low": -4.0, "ci_high": -2.2, "verdict": "worse"}
+    _write(tmp_path, "ch07", "flew", {
+        "benchmarks": {"csfcube": {"systems": {"flew-cls": {"metrics": metrics}}},
+                       "scirepeval": {"systems": {"flew-cls": {"metrics": {"ndcg@10": 61.5}}}}},
+        "verdicts": [verdict]})
+    rows = {(r.table, r.metric): r for r in reproduction_summary(tmp_path)
+            if "FLeW" in r.system and r.table.startswith(ours)}
+    agg = rows[("table 2 (CSFCube)", "aggregated MAP")]
+    assert agg.measured == 33.0 and agg.status == "differs" and "-3.10 against MiniLM mean pooling" in agg.why
+    assert agg.reported == paper.UNIFAR_TABLE2.value("FLeW-bg/mt/rs", "aggregated MAP")
+    assert rows[("table 2 (CSFCube)", "method MAP")].measured == 31.0
+    search = rows[("FLeW table 1 (SciRepEval)", "Search nDCG")]
+    assert search.measured == 61.5 and search.reported == paper.FLEW_TABLE1.value("FLeW", "Search")
+
+
+def test_hybrid_rows_with_the_labellers_labels(tmp_path):
+    summary = {"csfcube": {"hybrid-mean-labeller": {"map": 41.0, "fold1_test map": 39.0, "weights": [0.8, 0.2]},
+                           "mean": {"map": 39.4, "fold1_test map": 37.1}}}
+    (tmp_path / "ch05").mkdir()
+    (tmp_path / "ch05" / "hybrid_minilm_labeller.json").write_text(json.dumps({"summary": summary}))
+    rows = [r for r in reproduction_summary(tmp_path) if r.table.startswith("beyond")]
+    assert [r.system for r in rows] == ["minilm mean pooling + facet BM25 (labeller)"]
+    assert rows[0].measured == 41.0 and "labeller's sentence labels" in rows[0].why

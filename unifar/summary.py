@@ -105,10 +105,9 @@ def _csfcube_rows(ch01: Mapping[str, Any] | None) -> list[SummaryRow]:
             rows.append(SummaryRow("table 2 (CSFCube)", system, col, t2.value(system, col), None,
                                    "not trained here (the trained model of this book is UniFAR-MiniLM, below)",
                                    "not runnable offline", GPU_AND_LLM))
-    for system in ("SciBERT", "SPECTER-2", "SciNCL", "Contriever", "FLeW-bg/mt/rs"):
+    for system in ("SciBERT", "SPECTER-2", "SciNCL", "Contriever"):
         rows.append(SummaryRow("table 2 (CSFCube)", system, "aggregated MAP", t2.value(system, "aggregated MAP"), None,
-                               "not measured", "not runnable offline",
-                               "FLeW is planned as a chapter of its own" if system.startswith("FLeW") else NO_WEIGHTS))
+                               "not measured", "not runnable offline", NO_WEIGHTS))
     return rows
 
 
@@ -194,26 +193,70 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
 
 def _hybrid_rows(root: Path) -> list[SummaryRow]:
     """The facet-aware hybrid (mean pooling + facet BM25, weight chosen on fold1_dev) of chapter 5's
-    benchmark study, beside the best row of the paper's table 2."""
+    benchmark study, beside the best row of the paper's table 2: with CSFCube's own sentence labels
+    (``hybrid-mean``) and with chapter 2's labeller's (``hybrid-mean-labeller``, what a user's
+    corpus gets)."""
     best = paper.UNIFAR_TABLE2.value("UniFAR-MPNet", "aggregated MAP")
     rows = []
-    for model in ("minilm", "mpnet"):
-        path = root / "ch05" / f"hybrid_{model}.json"
+    for model, stem in (("minilm", "hybrid_minilm"), ("minilm", "hybrid_minilm_labeller"),
+                        ("mpnet", "hybrid_mpnet")):
+        path = root / "ch05" / f"{stem}.json"
         if not path.is_file():
             continue
         record = json.loads(path.read_text(encoding="utf-8"))
         runs = record.get("runs", [record])
         summary = next((r["summary"]["csfcube"] for r in runs if "csfcube" in r.get("summary", {})), {})
-        if "hybrid-mean" not in summary:
-            continue
-        h, m = summary["hybrid-mean"], summary["mean"]
-        rows.append(SummaryRow(
-            "beyond the paper: facet-aware hybrid (CSFCube)", f"{model} mean pooling + facet BM25", "aggregated MAP",
-            best, h["map"], f"benchmarks/studies/hybrid_eval.py, results/ch05/hybrid_{model}.json (chapter 5)",
-            "beyond the paper",
-            f"no training; weight W = {h['weights'][-1]:g} chosen on fold1_dev; {m['map']:.2f} for mean pooling "
-            f"alone; on fold1_test (never tuned on) {h['fold1_test map']:.2f} vs {m['fold1_test map']:.2f}; the "
-            "reported number is UniFAR-MPNet's, the best row of table 2"))
+        for key, labels in (("hybrid-mean", "CSFCube's sentence labels"),
+                            ("hybrid-mean-labeller", "chapter 2's labeller's sentence labels")):
+            if key not in summary:
+                continue
+            h, m = summary[key], summary["mean"]
+            system = f"{model} mean pooling + facet BM25" + (" (labeller)" if key.endswith("labeller") else "")
+            rows.append(SummaryRow(
+                "beyond the paper: facet-aware hybrid (CSFCube)", system, "aggregated MAP",
+                best, h["map"], f"benchmarks/studies/hybrid_eval.py, results/ch05/{stem}.json (chapter 5)",
+                "beyond the paper",
+                f"no training; facet BM25 over {labels}; weight W = {h['weights'][-1]:g} chosen on fold1_dev; "
+                f"{m['map']:.2f} for mean pooling alone; on fold1_test (never tuned on) {h['fold1_test map']:.2f} "
+                f"vs {m['fold1_test map']:.2f}; the reported number is UniFAR-MPNet's, the best row of table 2"))
+    return rows
+
+
+def _flew_rows(ch07: Mapping[str, Any] | None) -> list[SummaryRow]:
+    """FLeW (chapter 7): UniFAR's table 2 row FLeW-bg/mt/rs (each CSFCube facet ranked by its own
+    facet encoder) and FLeW's table 1 SciRepEval search column, beside FLeW-MiniLM trained here."""
+    t2, t1 = paper.UNIFAR_TABLE2, paper.FLEW_TABLE1
+    systems = {b: e["systems"] for b, e in (ch07 or {}).get("benchmarks", {}).items()}
+    verdicts = [v for v in (ch07 or {}).get("verdicts", []) if v.get("system") == "flew-cls" and not v.get("fold")]
+    what = ("FLeW-MiniLM, [CLS] pooling, top base layer trained per facet on chapter 3's FTU triplets "
+            "(chapter 7, full profile)")
+    why = ("FLeW fine-tunes all of SciBERT on triplets sampled from a citation graph with intents, which is not "
+           "available offline; here three MiniLM encoders train their top layer on the hybrid teacher's triplets")
+    rows = []
+    cube = systems.get("csfcube", {}).get("flew-cls")
+    for label, key in (("background", "background"), ("method", "method"), ("result", "result"),
+                       ("aggregated", "all")):
+        col = f"{label} MAP"
+        value = cube["metrics"][f"{key}/map"] if cube else None
+        extra = ""
+        if key == "all" and cube:
+            v = next((x for x in verdicts if x["benchmark"] == "csfcube" and x["metric"] == "all/map"
+                      and x["vs"] == "mean"), None)
+            if v is not None:
+                extra = (f"; {v['diff']:+.2f} against MiniLM mean pooling (paired 95 % interval "
+                         f"[{v['ci_low']:.2f}, {v['ci_high']:.2f}], {v['verdict']})")
+        rows.append(SummaryRow("table 2 (CSFCube)", "FLeW-bg/mt/rs", col, t2.value("FLeW-bg/mt/rs", col), value,
+                               what if cube else "not measured", "differs" if cube else "not run yet",
+                               (why + extra) if cube else "chapter 7's full results are missing"))
+    search = systems.get("scirepeval", {}).get("flew-cls")
+    rows.append(SummaryRow(
+        "FLeW table 1 (SciRepEval)", "FLeW", "Search nDCG", t1.value("FLeW", "Search"),
+        search["metrics"]["ndcg@10"] if search else None,
+        (what.replace("(chapter 7", "eq. 8 with weights chosen on the training half; our sample of SciRepEval "
+                      "search's test set, nDCG@10 (chapter 7") if search else "not measured"),
+        "differs" if search else "not run yet",
+        (why + "; SciRepEval's search test here is the offline sample of chapter 5, not the full test set")
+        if search else "chapter 7's full results are missing"))
     return rows
 
 
@@ -235,9 +278,9 @@ def reproduction_summary(results_dir: str | Path | None = None, data_dir: str | 
     root = Path(results_dir) if results_dir is not None else REPO / "results"
     cube = Path(data_dir) if data_dir is not None else REPO / "data" / "csfcube"
     ch01, ch03, ch05 = _full("ch01", "csfcube", root), _full("ch03", "ftus", root), _full("ch05", "evaluation", root)
-    ch06 = _full("ch06", "ablations", root)
-    return (_specter_rows(cube) + _csfcube_rows(ch01) + _gain_rows(ch05) + _table1_rows() + _table8_rows()
-            + _table3_rows(ch06) + _appendix_b_rows(ch03) + _hybrid_rows(root))
+    ch06, ch07 = _full("ch06", "ablations", root), _full("ch07", "flew", root)
+    return (_specter_rows(cube) + _csfcube_rows(ch01) + _flew_rows(ch07) + _gain_rows(ch05) + _table1_rows()
+            + _table8_rows() + _table3_rows(ch06) + _appendix_b_rows(ch03) + _hybrid_rows(root))
 
 
 def summary_frame(rows: list[SummaryRow]):

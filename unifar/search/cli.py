@@ -128,7 +128,7 @@ def add_search_parsers(sub: Any) -> None:
         metavar="W",
         help="rerank the --depth best by "
         "z(dense) + W z(BM25) (0.25 is the weight chosen on CSFCube fold1_dev for "
-        "the mining teacher)",
+        "the mining teacher; chapter 5's (1-V, V) weights are W = V/(1-V))",
     )
     se.add_argument(
         "--depth",
