@@ -17,8 +17,8 @@ alone; chapter 3's teacher ``z(dense) + 0.25 z(facet BM25)`` is ``W = 0.2``. The
   runner then reports the 2-fold test score, and fold1_test alone is the estimate no tuning saw
   (fold1_dev *is* fold2_test; :func:`unifar.evaluation.report.compare_systems` with ``fold=``);
 * q-doc: the benchmark's headline metric (:data:`unifar.evaluation.report.HEADLINE_METRICS`) on
-  its dev half (:func:`qdoc_dev_half`): SciRepEval search's train half, PubMedQA's 500 training
-  questions against the same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none:
+  its dev half (:func:`~unifar.evaluation.qdoc.qdoc_dev_half`): SciRepEval search's train
+  half, PubMedQA's 500 training questions against the same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none:
   the weights are then :data:`DEFAULT_WEIGHTS` (equal), recorded as ``"default (no dev half)"``.
 
 The chosen weights and the whole dev curve of every benchmark are in :meth:`FusedRetriever.describe`
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .qdoc import choose_on_qdoc_dev, qdoc_dev_half  # the dev half of a q-doc benchmark
 from .ranking import rank_order
 from .retrievers import Retriever, ScoreFn, cached
 
@@ -49,8 +50,6 @@ __all__ = [
     "csfcube_dev_map",
     "fuse",
     "hybrid_system",
-    "qdoc_dev_half",
-    "choose_on_qdoc_dev",
     "rank_fusion",
     "weight_grid",
 ]
@@ -153,71 +152,6 @@ def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -
     per = csfcube_per_query(rank_pools(score_fn, sub, exclude_query=exclude_query), sub)
     ap = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
     return 100.0 * float(np.mean([ap[i] for i in dev_ids]))
-
-
-def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
-    """The dev half of a q-doc benchmark (a :class:`~unifar.datasets.schema.QDocBenchmark`), or
-    None when it has none: ``scirepeval`` -> the train half of the search sample (when the test
-    half is reported); ``pubmedqa`` -> the 500 PQA-L training questions against all 1,000
-    abstracts (the test collection); ``cranfield``, DORIS-MAE, LitSearch -> None."""
-    from ..datasets.readers import resolve_dir
-
-    if name == "scirepeval" and options.get("scirepeval_part", "test") == "test":
-        from ..datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
-
-        root = resolve_dir(options.get("scirepeval_dir"), "scirepeval_samples")
-        return split_scirepeval_search(load_scirepeval_search(root), "train")
-    if name == "pubmedqa":
-        from ..datasets.pubmedqa import load_pubmedqa
-        from ..datasets.schema import QDocBenchmark
-
-        full = load_pubmedqa(resolve_dir(options.get("pubmedqa_dir"), "pubmedqa_pqal"))
-        questions = full.questions.select(
-            [i for i, s in enumerate(full.questions["split"]) if s == "train"]
-        )
-        qids = list(questions["qid"])
-        return QDocBenchmark(
-            name="pubmedqa-train",
-            documents=full.documents,
-            questions=questions,
-            qrels={q: full.qrels[q] for q in qids},
-            candidates=None,
-            relevance_threshold=full.relevance_threshold,
-            stats=dict(full.stats),
-        )
-    return None
-
-
-def choose_on_qdoc_dev(
-    dev: Any,
-    benchmark: Any,
-    scores: Callable[[tuple[float, ...]], np.ndarray],
-    grid: Sequence[tuple[float, ...]],
-) -> dict[str, Any]:
-    """The weights of ``grid`` that score best on a q-doc dev half ``dev``
-    (:func:`qdoc_dev_half`), by the headline metric of ``benchmark`` (a
-    :class:`~unifar.evaluation.benchmarks.LoadedBenchmark`) under its protocol. ``scores(w)``:
-    the ``[n_dev_questions, n_dev_documents]`` scores of weights ``w``, in ``dev``'s question and
-    document order. Returns ``{"weights", "chosen_on", "dev_curve"}`` (what
-    :meth:`FusedRetriever.describe` and :class:`unifar.flew.retriever.FLeWRetriever` record)."""
-    from .qdoc import evaluate_ranking, rank
-    from .report import HEADLINE_METRICS
-
-    protocol = benchmark.protocol
-    headline = HEADLINE_METRICS.get(benchmark.name, ("",))[0]
-    metric = headline if headline in protocol.all_metrics else protocol.all_metrics[0]
-    doc_ids, qids = list(dev.documents["id"]), list(dev.questions["qid"])
-
-    def dev_score(w: tuple[float, ...]) -> float:
-        run = rank(scores(w), doc_ids, qids, dev.candidates, protocol.depth)
-        return evaluate_ranking(run, dev, protocol).metrics[metric]
-
-    best, curve = choose_weights(dev_score, grid)
-    return {
-        "weights": list(best),
-        "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
-        "dev_curve": curve,
-    }
 
 
 class _Memo:

@@ -7,7 +7,7 @@
 * q-doc: the question and each document as the weighted embedding of eq. 8
   (:func:`~unifar.flew.inference.weighted_embedding`) of the three facet embeddings, L2-normalised,
   cosine. The weights are chosen per benchmark on its dev half
-  (:func:`unifar.evaluation.hybrid.qdoc_dev_half`) from :func:`~unifar.flew.inference.weight_grid`
+  (:func:`unifar.evaluation.qdoc.qdoc_dev_half`) from :func:`~unifar.flew.inference.weight_grid`
   (section 3.4's grid search); a benchmark without a dev half gets equal weights.
 
 The choices and their dev curves are recorded in :meth:`FLeWRetriever.describe`.
@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
-from ..evaluation.hybrid import choose_on_qdoc_dev, choose_weights, csfcube_dev_map, qdoc_dev_half
+from ..evaluation.hybrid import choose_weights, csfcube_dev_map
+from ..evaluation.qdoc import choose_on_qdoc_dev, qdoc_dev_half
 from ..evaluation.retrievers import Retriever, ScoreFn, cached
 from ..facets import FACETS
 from .inference import facet_embeddings, weight_grid, weighted_embedding
