@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "FUSIONS",
     "FusedRetriever",
+    "choose_on_csfcube_dev",
     "choose_weights",
     "csfcube_dev_map",
     "fuse",
@@ -152,6 +153,26 @@ def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -
     per = csfcube_per_query(rank_pools(score_fn, sub, exclude_query=exclude_query), sub)
     ap = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
     return 100.0 * float(np.mean([ap[i] for i in dev_ids]))
+
+
+def choose_on_csfcube_dev(
+    with_weights: Callable[[tuple[float, ...]], ScoreFn],
+    data: Any,
+    grid: Sequence[tuple[float, ...]],
+    exclude_query: bool = False,
+    record_curve: bool = True,
+) -> dict[str, Any]:
+    """The weights of ``grid`` whose score function ``with_weights(w)`` has the best
+    :func:`csfcube_dev_map` (fold1_dev only). Returns ``{"weights", "chosen_on", "dev_curve"}``
+    (the curve left empty when ``record_curve`` is False: fixed weights, nothing tuned)."""
+    best, curve = choose_weights(
+        lambda w: csfcube_dev_map(with_weights(w), data, exclude_query), grid
+    )
+    return {
+        "weights": list(best),
+        "chosen_on": "csfcube fold1_dev, all/map",
+        "dev_curve": curve if record_curve else [],
+    }
 
 
 class _Memo:
@@ -301,14 +322,9 @@ class FusedRetriever(Retriever):
             return lambda facet, qpid, cands: fuse(memo(facet, qpid, cands), w, self.fusion)
 
         if "csfcube" not in self.choices:
-            best, curve = choose_weights(
-                lambda w: csfcube_dev_map(with_weights(w), data, self._exclude_query), self._grid()
+            self.choices["csfcube"] = choose_on_csfcube_dev(
+                with_weights, data, self._grid(), self._exclude_query, self.weights is None
             )
-            self.choices["csfcube"] = {
-                "weights": list(best),
-                "chosen_on": "csfcube fold1_dev, all/map",
-                "dev_curve": curve if self.weights is None else [],
-            }
         return with_weights(tuple(self.choices["csfcube"]["weights"]))
 
     def describe(self) -> dict[str, Any]:

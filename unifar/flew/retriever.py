@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
-from ..evaluation.hybrid import choose_weights, csfcube_dev_map
+from ..evaluation.hybrid import choose_on_csfcube_dev
 from ..evaluation.qdoc import choose_on_qdoc_dev, qdoc_dev_half
 from ..evaluation.retrievers import Retriever, ScoreFn, cached
 from ..facets import FACETS
@@ -148,16 +148,12 @@ class FLeWRetriever(Retriever):
         index_of = {p: i for i, p in enumerate(pids)}
         docs = cached(cache, (self.index_key, "csfcube"), lambda: self.index([data.papers[p] for p in pids]))
 
-        def rows(qpid: str, cands: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-            c = torch.as_tensor([index_of[p] for p in cands], dtype=torch.long)
-            return docs[index_of[qpid]], docs[c]
-
         if self.csfcube == "facet":
 
             def by_facet(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
-                q, c = rows(qpid, cands)
+                c = torch.as_tensor([index_of[p] for p in cands], dtype=torch.long)
                 i = FACETS.index(facet)
-                return (c[:, i] @ q[i]).double().numpy()
+                return (docs[c, i] @ docs[index_of[qpid], i]).double().numpy()
 
             return by_facet
 
@@ -171,14 +167,9 @@ class FLeWRetriever(Retriever):
             return fn
 
         if "csfcube" not in self.choices:
-            best, curve = choose_weights(
-                lambda w: csfcube_dev_map(with_weights(w), data, self._exclude_query), self._grid()
+            self.choices["csfcube"] = choose_on_csfcube_dev(
+                with_weights, data, self._grid(), self._exclude_query, self.weights is None
             )
-            self.choices["csfcube"] = {
-                "weights": list(best),
-                "chosen_on": "csfcube fold1_dev, all/map",
-                "dev_curve": curve if self.weights is None else [],
-            }
         return with_weights(tuple(self.choices["csfcube"]["weights"]))
 
     def describe(self) -> dict[str, Any]:
