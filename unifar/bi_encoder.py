@@ -304,13 +304,26 @@ class BiEncoderRetriever(MeanPoolingRetriever):
     """
 
     def __init__(
-        self, model: BiEncoder, name: str = "bi-encoder", label: str | None = None
+        self,
+        model: BiEncoder,
+        name: str = "bi-encoder",
+        label: str | None = None,
+        state_cache: "TokenStateCache | None" = None,
+        show_progress: bool | None = None,
     ) -> None:
         super().__init__(model, name=name)
+        # models that train only their top layers share the frozen layers' states of every text
+        self.state_cache = state_cache
+        self.show_progress = show_progress  # None: a bar for more than four batches
         self.label = (
             label or f"bi-encoder ({model.config.base_model}, {model.config.pooling} pooling)"
         )
         self.model_id = model.fingerprint()
+
+    def _encode(self, texts: list[str]) -> torch.Tensor:
+        return self.encoder.encode(
+            texts, state_cache=self.state_cache, show_progress=self.show_progress
+        )
 
     @property
     def index_key(self) -> str:

@@ -260,6 +260,52 @@ def _flew_rows(ch07: Mapping[str, Any] | None) -> list[SummaryRow]:
     return rows
 
 
+def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
+    """The multi-objective paper (chapter 8): each row of its tables 1 and 2 beside the run of ours
+    that stands for it (its q-doc and doc-doc column beside ours: different benchmarks, both x100),
+    and each of its findings counted alike on its numbers and ours
+    (:func:`unifar.multi_objective.report.findings`)."""
+    from .multi_objective.experiments import TABLE1, TABLE2
+    from .multi_objective.report import CLAIMS, findings, paper_frame
+
+    res = ch08 or {}
+    scores, ours = res.get("scores", {}), res.get("findings", {})
+    verdicts = [v for v in res.get("verdicts", []) if not v.get("fold")]
+    moved = {v["system"] for v in verdicts if v["verdict"] != "within noise"}
+    where = "MiniLM mean pooling, top base layer trained (chapter 8, full profile)"
+    missing = "chapter 8's full results are missing"
+    theirs, reported = findings(paper_frame()), paper_frame()
+    rows = []
+    for exp in dict.fromkeys(TABLE1 + TABLE2):
+        table, row = exp.paper_row()
+        got = scores.get(exp.name)
+        for metric, col, ours_col, what in (
+            ("q-doc nDCG@10 (x100)", "BEIR subset", "scirepeval", "BEIR subset vs our SciRepEval search"),
+            ("doc-doc (x100)", "ICLR2022", "csfcube", "ICLR2022 ndcg@10 vs our CSFCube aggregated MAP")):
+            value = got.get(ours_col) if got else None
+            rows.append(SummaryRow(
+                f"multi-objective {table}", row, metric, 100 * float(reported.at[exp.name, col]), value,
+                f"{exp.name}: {where}" if got else "not measured", "differs" if got else "not run yet",
+                (f"different benchmarks ({what}), a sentence encoder as the base instead of a raw MiniLM, "
+                 "dozens of steps instead of up to 200,000" + ("; beyond noise against the untrained base"
+                                                              if exp.name in moved else
+                                                              "; within noise of the untrained base"))
+                if got else missing))
+    for claim, text in CLAIMS.items():
+        t, o = theirs[claim], ours.get(claim)
+        if o is None:
+            status, why = "not run yet", missing
+        else:
+            status = ("within noise" if not moved else
+                      "reproduced" if (t["share"] > 0.5) == (o["share"] > 0.5) else "differs")
+            why = (f"{text}; holds in {t['holds']} of {t['of']} comparisons in the paper, {o['holds']} of "
+                   f"{o['of']} here; {len(moved)} of {len(set(v['system'] for v in verdicts))} trained runs differ "
+                   "from the untrained base beyond noise")
+        rows.append(SummaryRow("multi-objective findings", claim, "share of comparisons (%)", 100 * t["share"],
+                               100 * o["share"] if o else None, where if o else "not measured", status, why))
+    return rows
+
+
 def _appendix_b_rows(ch03: Mapping[str, Any] | None) -> list[SummaryRow]:
     ftus = None
     if ch03 is not None:
@@ -279,8 +325,10 @@ def reproduction_summary(results_dir: str | Path | None = None, data_dir: str | 
     cube = Path(data_dir) if data_dir is not None else REPO / "data" / "csfcube"
     ch01, ch03, ch05 = _full("ch01", "csfcube", root), _full("ch03", "ftus", root), _full("ch05", "evaluation", root)
     ch06, ch07 = _full("ch06", "ablations", root), _full("ch07", "flew", root)
+    ch08 = _full("ch08", "multi_objective", root)
     return (_specter_rows(cube) + _csfcube_rows(ch01) + _flew_rows(ch07) + _gain_rows(ch05) + _table1_rows()
-            + _table8_rows() + _table3_rows(ch06) + _appendix_b_rows(ch03) + _hybrid_rows(root))
+            + _table8_rows() + _table3_rows(ch06) + _appendix_b_rows(ch03) + _hybrid_rows(root)
+            + _multi_objective_rows(ch08))
 
 
 def summary_frame(rows: list[SummaryRow]):

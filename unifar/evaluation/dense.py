@@ -49,14 +49,18 @@ class MeanPoolingRetriever(Retriever):
     def index_key(self) -> str:  # the facet-restricted query shares the documents' embeddings
         return f"mean:{self.encoder.name}:{self.encoder.max_length}"
 
+    def _encode(self, texts: list[str]) -> torch.Tensor:
+        """L2-normalised embeddings of ``texts`` (a subclass may encode differently)."""
+        return self.encoder.encode(texts)
+
     def index(self, documents: Sequence[Mapping[str, Any]]) -> torch.Tensor:
         sep = self.encoder.sep_token
-        return self.encoder.encode([document_text(d, sep) for d in documents])
+        return self._encode([document_text(d, sep) for d in documents])
 
     def score(self, questions: Sequence[str], index: torch.Tensor) -> np.ndarray:
         if self.facet_query:
             raise ValueError("the facet-restricted query applies to CSFCube (doc-doc) only")
-        q = self.encoder.encode(list(questions))
+        q = self._encode(list(questions))
         return (q @ index.T).double().numpy()
 
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
@@ -70,7 +74,7 @@ class MeanPoolingRetriever(Retriever):
             keys = [(q, f) for f in FACETS for q in data.anns[f]]
             sep = self.encoder.sep_token
             texts = [facet_query_text(data.papers[q], f, sep, title=self.query_title) for q, f in keys]
-            query_vec = dict(zip(keys, self.encoder.encode(texts)))
+            query_vec = dict(zip(keys, self._encode(texts)))
 
         def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
             q = query_vec[(qpid, facet)] if self.facet_query else docs[index_of[qpid]]

@@ -7,7 +7,11 @@
 * :mod:`~unifar.multi_objective.schedules`: the three ways of combining objectives (in-batch mix,
   alternating batches, fine-tuning A then B), as training phases;
 * :mod:`~unifar.multi_objective.training`: the loop, for any loss of
-  :mod:`unifar.bi_encoder_losses` (MNRL, triplet).
+  :mod:`unifar.bi_encoder_losses` (MNRL, triplet);
+* :mod:`~unifar.multi_objective.experiments`: the paper's tables 1 and 2 in our terms (which
+  objectives, combined how) and a resumable trainer for a list of them (chapter 8);
+* :mod:`~unifar.multi_objective.report`: the paper's tables beside ours, and its findings
+  counted alike on both.
 
 A run, step by step::
 

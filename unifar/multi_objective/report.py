@@ -1,0 +1,161 @@
+"""The multi-objective paper's tables beside ours, and its findings tested the same way on both.
+
+The paper evaluates on a BEIR subset, SciDocs and ICLR2022; we evaluate on our benchmarks
+(:data:`unifar.evaluation.report.HEADLINE_METRICS`' first metric of each). The numbers are not
+comparable, the *findings* are: :func:`findings` states each of the paper's section-5
+conclusions as a count of comparisons over a frame of scores (experiment x benchmark) and is
+applied alike to the paper's frame (:func:`paper_frame`) and to ours (:func:`measured_frame`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .experiments import OBJECTIVES, TABLE1, TABLE2, Experiment
+
+__all__ = ["CLAIMS", "findings", "measured_frame", "paper_frame", "relative_gains"]
+
+#: The paper's conclusions (section 5), each tested by :func:`findings`.
+CLAIMS = {
+    "combined beats each single": "all three objectives alternated score above every single "
+    "objective (table 1: 'multi-objective training leads to models that generalize better')",
+    "fine-tuning beats mixing (2 objectives)": "for a pair, the better fine-tuning direction "
+    "scores above both in-batch mixing and alternating ('finetuning is a better option')",
+    "alternate beats mix (2 objectives)": "for a pair, alternating batches scores above in-batch "
+    "mixing (the paper: 'no clear preference')",
+    "alternate beats mix (3 objectives)": "for all three, alternating scores above in-batch "
+    "mixing ('alternating between batches ... seems like the best compromise')",
+}
+
+
+def _experiments() -> list[Experiment]:
+    return list(dict.fromkeys(TABLE1 + TABLE2))
+
+
+def paper_frame():
+    """The paper's tables 1-3 as a frame: our experiment names x (BEIR subset, SciDocs,
+    ICLR2022), the values as printed (SciDocs x100, the others fractions).
+
+    >>> f = paper_frame()
+    >>> float(f.loc["alternate(questions+citations+icrop)", "ICLR2022"]), float(f.loc["icrop", "SciDocs"])
+    (0.424, 74.93)
+    """
+    import pandas as pd
+
+    from ..paper import multi_objective as mo
+
+    tables = {"table 1": mo.MO_TABLE1, "table 2": mo.MO_TABLE2, "table 3": mo.MO_TABLE3}
+    rows = {}
+    for exp in _experiments():
+        where = exp.paper_row()
+        if where is not None:
+            table = tables[where[0]]
+            rows[exp.name] = {c: table.value(where[1], c) for c in table.columns}
+    return pd.DataFrame(rows).T
+
+
+def measured_frame(result: Mapping[str, Any], names: Sequence[str] | None = None):
+    """Experiment x benchmark: each benchmark's headline metric (percent) from an
+    :func:`~unifar.evaluation.runner.evaluate_all` result; ``names`` picks and orders the systems."""
+    import pandas as pd
+
+    from ..evaluation.report import HEADLINE_METRICS
+
+    cols = {}
+    for bench, entry in result["benchmarks"].items():
+        metric = HEADLINE_METRICS.get(bench, ("ndcg@10",))[0]
+        cols[bench] = {s: r["metrics"][metric] for s, r in entry["systems"].items()}
+    frame = pd.DataFrame(cols)
+    return (
+        frame.loc[[n for n in names if n in frame.index]]
+        if names is not None
+        else frame
+    )
+
+
+def relative_gains(frame, over: str):
+    """Percent change of every row over row ``over``, the paper's table-1 "∆" rows.
+
+    >>> import pandas as pd
+    >>> float(relative_gains(pd.DataFrame({"b": [2.0, 3.0]}, index=["x", "y"]), "x").loc["y", "b"])
+    50.0
+    """
+    return (frame / frame.loc[over] - 1.0) * 100.0
+
+
+def _pairs() -> list[tuple[str, str]]:
+    return [e.objectives for e in TABLE2 if e.how == "mix" and len(e.objectives) == 2]
+
+
+def findings(frame) -> dict[str, dict[str, Any]]:
+    """Each claim of :data:`CLAIMS` counted over ``frame`` (experiment x benchmark, higher is
+    better): ``{"holds": k, "of": n, "share": k / n, "cells": [...]}``, one cell per compared
+    (benchmark, pair); claims whose experiments are missing from ``frame`` are left out.
+
+    >>> f = findings(paper_frame())
+    >>> [(c, f[c]["holds"], f[c]["of"]) for c in f]  # the paper's own numbers
+    [('combined beats each single', 2, 3), ('fine-tuning beats mixing (2 objectives)', 8, 9), \
+('alternate beats mix (2 objectives)', 4, 9), ('alternate beats mix (3 objectives)', 3, 3)]
+    """
+    have = set(frame.index)
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(claim: str, cells: list[tuple[str, str, bool]]) -> None:
+        if cells:
+            k = int(sum(bool(ok) for *_, ok in cells))
+            out[claim] = {
+                "holds": k,
+                "of": len(cells),
+                "share": k / len(cells),
+                "cells": [
+                    {"benchmark": b, "where": w, "holds": bool(ok)}
+                    for b, w, ok in cells
+                ],
+            }
+
+    combined = Experiment(OBJECTIVES, "alternate").name
+    singles = [Experiment((o,)).name for o in OBJECTIVES]
+    if combined in have and any(s in have for s in singles):
+        present = [s for s in singles if s in have]
+        add(
+            "combined beats each single",
+            [
+                (b, combined, frame.at[combined, b] > frame.loc[present, b].max())
+                for b in frame.columns
+            ],
+        )
+    ft, alt_mix = [], []
+    for a, b in _pairs():
+        mix_, alt = Experiment((a, b), "mix").name, Experiment((a, b), "alternate").name
+        tunes = [
+            Experiment((a, b), "finetune").name,
+            Experiment((b, a), "finetune").name,
+        ]
+        where = f"{a}+{b}"
+        if {mix_, alt} <= have:
+            alt_mix += [
+                (c, where, frame.at[alt, c] > frame.at[mix_, c]) for c in frame.columns
+            ]
+        if {mix_, alt, *tunes} <= have:
+            ft += [
+                (
+                    c,
+                    where,
+                    frame.loc[tunes, c].max()
+                    > max(frame.at[mix_, c], frame.at[alt, c]),
+                )
+                for c in frame.columns
+            ]
+    add("fine-tuning beats mixing (2 objectives)", ft)
+    add("alternate beats mix (2 objectives)", alt_mix)
+    mix3, alt3 = Experiment(OBJECTIVES, "mix").name, combined
+    if {mix3, alt3} <= have:
+        add(
+            "alternate beats mix (3 objectives)",
+            [
+                (c, "all three", frame.at[alt3, c] > frame.at[mix3, c])
+                for c in frame.columns
+            ],
+        )
+    return out
