@@ -269,8 +269,16 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
     from .multi_objective.report import CLAIMS, findings, paper_frame
 
     res = ch08 or {}
-    scores, ours = res.get("scores", {}), res.get("findings", {})
-    verdicts = [v for v in res.get("verdicts", []) if not v.get("fold")]
+    import pandas as pd
+
+    scores = res.get("scores", {})
+    trained = pd.DataFrame(scores).T.drop(index=["base", "unifar-trained"], errors="ignore")
+    ours = findings(trained) if len(trained) else {}
+    from .evaluation.report import HEADLINE_METRICS
+
+    # each benchmark's headline metric on the whole benchmark, as chapter 8 counts them
+    verdicts = [v for v in res.get("verdicts", []) if not v.get("fold")
+                and v.get("metric", "all/map") == HEADLINE_METRICS.get(v.get("benchmark"), ("all/map",))[0]]
     moved = {v["system"] for v in verdicts if v["verdict"] != "within noise"}
     where = "MiniLM mean pooling, top base layer trained (chapter 8, full profile)"
     missing = "chapter 8's full results are missing"
@@ -279,27 +287,28 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
     for exp in dict.fromkeys(TABLE1 + TABLE2):
         table, row = exp.paper_row()
         got = scores.get(exp.name)
-        for metric, col, ours_col, what in (
-            ("q-doc nDCG@10 (x100)", "BEIR subset", "scirepeval", "BEIR subset vs our SciRepEval search"),
-            ("doc-doc (x100)", "ICLR2022", "csfcube", "ICLR2022 ndcg@10 vs our CSFCube aggregated MAP")):
+        noise = ("beyond the untrained base's noise on a benchmark" if exp.name in moved
+                 else "within the untrained base's noise on every benchmark")
+        for metric, col, ours_col in (("q-doc: paper BEIR nDCG@10, here SciRepEval (x100)", "BEIR subset", "scirepeval"),
+                                      ("doc-doc: paper ICLR2022, here CSFCube MAP (x100)", "ICLR2022", "csfcube")):
             value = got.get(ours_col) if got else None
             rows.append(SummaryRow(
                 f"multi-objective {table}", row, metric, 100 * float(reported.at[exp.name, col]), value,
-                f"{exp.name}: {where}" if got else "not measured", "differs" if got else "not run yet",
-                (f"different benchmarks ({what}), a sentence encoder as the base instead of a raw MiniLM, "
-                 "dozens of steps instead of up to 200,000" + ("; beyond noise against the untrained base"
-                                                              if exp.name in moved else
-                                                              "; within noise of the untrained base"))
-                if got else missing))
+                f"our run {exp.name} ({noise})" if got else "not measured",
+                "differs" if got else "not run yet",
+                "different benchmarks, a sentence encoder as the base, a few dozen steps" if got else missing))
     for claim, text in CLAIMS.items():
         t, o = theirs[claim], ours.get(claim)
         if o is None:
             status, why = "not run yet", missing
         else:
-            status = ("within noise" if not moved else
+            # when at most 10 % of the runs move beyond the base's noise (chapter 6's threshold),
+            # the comparisons between runs are comparisons of noise, whatever they count
+            n_runs = max(1, len({v["system"] for v in verdicts}))
+            status = ("within noise" if len(moved) <= 0.1 * n_runs else
                       "reproduced" if (t["share"] > 0.5) == (o["share"] > 0.5) else "differs")
             why = (f"{text}; holds in {t['holds']} of {t['of']} comparisons in the paper, {o['holds']} of "
-                   f"{o['of']} here; {len(moved)} of {len(set(v['system'] for v in verdicts))} trained runs differ "
+                   f"{o['of']} here ({o['ties']} ties left out); {len(moved)} of {len(set(v['system'] for v in verdicts))} trained runs differ "
                    "from the untrained base beyond noise")
         rows.append(SummaryRow("multi-objective findings", claim, "share of comparisons (%)", 100 * t["share"],
                                100 * o["share"] if o else None, where if o else "not measured", status, why))

@@ -90,8 +90,9 @@ def _pairs() -> list[tuple[str, str]]:
 
 def findings(frame) -> dict[str, dict[str, Any]]:
     """Each claim of :data:`CLAIMS` counted over ``frame`` (experiment x benchmark, higher is
-    better): ``{"holds": k, "of": n, "share": k / n, "cells": [...]}``, one cell per compared
-    (benchmark, pair); claims whose experiments are missing from ``frame`` are left out.
+    better): ``{"holds": k, "of": n, "share": k / n, "ties": t, "cells": [...]}``, one cell per
+    compared (benchmark, pair); a tie (equal scores) is in ``cells`` and ``ties`` but not in
+    ``of``; claims whose experiments are missing or all tied are left out.
 
     >>> f = findings(paper_frame())
     >>> [(c, f[c]["holds"], f[c]["of"]) for c in f]  # the paper's own numbers
@@ -101,18 +102,20 @@ def findings(frame) -> dict[str, dict[str, Any]]:
     have = set(frame.index)
     out: dict[str, dict[str, Any]] = {}
 
-    def add(claim: str, cells: list[tuple[str, str, bool]]) -> None:
-        if cells:
-            k = int(sum(bool(ok) for *_, ok in cells))
+    def add(claim: str, cells: list[tuple[str, str, bool | None]]) -> None:
+        decided = [c for c in cells if c[2] is not None]  # a tie neither holds nor fails
+        if decided:
+            k = int(sum(bool(ok) for *_, ok in decided))
             out[claim] = {
                 "holds": k,
-                "of": len(cells),
-                "share": k / len(cells),
-                "cells": [
-                    {"benchmark": b, "where": w, "holds": bool(ok)}
-                    for b, w, ok in cells
-                ],
+                "of": len(decided),
+                "share": k / len(decided),
+                "ties": len(cells) - len(decided),
+                "cells": [{"benchmark": b, "where": w, "holds": ok} for b, w, ok in cells],
             }
+
+    def above(x: float, y: float) -> bool | None:
+        return None if abs(x - y) < 1e-9 else bool(x > y)
 
     combined = Experiment(OBJECTIVES, "alternate").name
     singles = [Experiment((o,)).name for o in OBJECTIVES]
@@ -121,7 +124,7 @@ def findings(frame) -> dict[str, dict[str, Any]]:
         add(
             "combined beats each single",
             [
-                (b, combined, frame.at[combined, b] > frame.loc[present, b].max())
+                (b, combined, above(frame.at[combined, b], frame.loc[present, b].max()))
                 for b in frame.columns
             ],
         )
@@ -135,15 +138,14 @@ def findings(frame) -> dict[str, dict[str, Any]]:
         where = f"{a}+{b}"
         if {mix_, alt} <= have:
             alt_mix += [
-                (c, where, frame.at[alt, c] > frame.at[mix_, c]) for c in frame.columns
+                (c, where, above(frame.at[alt, c], frame.at[mix_, c])) for c in frame.columns
             ]
         if {mix_, alt, *tunes} <= have:
             ft += [
                 (
                     c,
                     where,
-                    frame.loc[tunes, c].max()
-                    > max(frame.at[mix_, c], frame.at[alt, c]),
+                    above(frame.loc[tunes, c].max(), max(frame.at[mix_, c], frame.at[alt, c])),
                 )
                 for c in frame.columns
             ]
@@ -154,7 +156,7 @@ def findings(frame) -> dict[str, dict[str, Any]]:
         add(
             "alternate beats mix (3 objectives)",
             [
-                (c, "all three", frame.at[alt3, c] > frame.at[mix3, c])
+                (c, "all three", above(frame.at[alt3, c], frame.at[mix3, c]))
                 for c in frame.columns
             ],
         )
