@@ -18,8 +18,6 @@ facets. Our choices where FLeW is silent: weight decay 0.01 (SPECTER's AdamW def
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,7 +32,13 @@ from ..facets import FACETS
 from ..files import write_json
 from ..multi_objective.objectives import DOCUMENT_TO_DOCUMENT, Example, Objective
 from ..multi_objective.schedules import mix
-from ..multi_objective.training import BiEncoderTrainArgs, BiEncoderTrainResult, train_bi_encoder
+from ..multi_objective.training import (
+    BiEncoderTrainArgs,
+    BiEncoderTrainResult,
+    examples_digest,
+    finished_run,
+    train_bi_encoder,
+)
 from .sampling import Triplet
 from .splitting import triplet_texts
 
@@ -127,7 +131,7 @@ def train_facet_encoders(
         settings = None
         if where is not None:
             settings = _run_settings(base, examples, steps, batch_size, lr, margin, args, textual)
-            done = _finished_run(where, settings, base.device) if resume else None
+            done = finished_run(where, settings, RUN_RECORD, base.device) if resume else None
             if done is not None:
                 out.results[f], out.encoders[f] = done, done.model
                 logger.info("FLeW-%s: finished earlier in %s, reused", f, where)
@@ -155,15 +159,12 @@ def _run_settings(
     textual: bool,
 ) -> dict[str, Any]:
     """What decides a facet encoder's weights (a resumed run reuses one only if all match)."""
-    texts = hashlib.sha256()
-    for e in examples:
-        texts.update(json.dumps([e.anchor, e.positive, e.negative]).encode("utf-8"))
     return {
         "base": base.fingerprint(),
         "base_model": base.config.base_model,
         "pooling": base.config.pooling,
         "examples": len(examples),
-        "examples_sha256": texts.hexdigest(),
+        "examples_sha256": examples_digest(examples),
         "steps": steps,
         "batch_size": batch_size,
         "lr": lr,
@@ -171,18 +172,4 @@ def _run_settings(
         "textual": textual,
         "args": {k: v for k, v in vars(args).items() if k != "show_progress"},
     }
-
-
-def _finished_run(
-    where: Path, settings: Mapping[str, Any], device: Any
-) -> BiEncoderTrainResult | None:
-    """The facet run saved in ``where`` if its record matches ``settings``, else None."""
-    record, final, log = where / RUN_RECORD, where / "final", where / "log.json"
-    if not (record.is_file() and final.is_dir() and log.is_file()):
-        return None
-    if json.loads(record.read_text(encoding="utf-8")) != json.loads(json.dumps(settings, default=str)):
-        return None
-    saved = json.loads(log.read_text(encoding="utf-8"))
-    model = BiEncoder.from_pretrained(final, device=device)
-    return BiEncoderTrainResult(model, saved["log"], final, float(saved.get("seconds", 0.0)))
 

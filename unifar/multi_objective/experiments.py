@@ -22,8 +22,6 @@ last) so that a rerun reloads what finished instead of training it again.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +41,13 @@ from .schedules import (
     alternate,
     mix,
 )
-from .training import BiEncoderTrainArgs, BiEncoderTrainResult, train_bi_encoder
+from .training import (
+    BiEncoderTrainArgs,
+    BiEncoderTrainResult,
+    examples_digest,
+    finished_run,
+    train_bi_encoder,
+)
 
 __all__ = [
     "HOW",
@@ -260,13 +264,6 @@ class ExperimentRun:
         return [r["loss"] for r in self.log]
 
 
-def _digest(objective: Objective) -> str:
-    h = hashlib.sha256()
-    for e in objective.examples:
-        h.update(json.dumps([e.anchor, e.positive, e.negative]).encode("utf-8"))
-    return h.hexdigest()
-
-
 def train_experiments(
     experiments: Sequence[Experiment],
     objectives: Mapping[str, Objective],
@@ -301,7 +298,7 @@ def train_experiments(
         )  # the frozen layers agree across runs
     todo = [e.start for e in experiments if e.start is not None] + list(experiments)
     todo = list(dict.fromkeys(sorted(todo, key=lambda e: e.how == "finetune")))
-    digests = {name: _digest(o) for name, o in objectives.items()}
+    digests = {name: examples_digest(o.examples) for name, o in objectives.items()}
     runs: dict[str, ExperimentRun] = {}
     for exp in todo:
         where = Path(output_dir) / exp.folder
@@ -339,21 +336,11 @@ def train_experiments(
             f"loss {res.losses()[0]:.3f} -> {res.losses()[-1]:.3f}"
         )
     return runs
-
-
 def _finished(
     exp: Experiment, where: Path, settings: Mapping[str, Any], device: Any
 ) -> ExperimentRun | None:
     """The run saved in ``where`` if its record matches ``settings``, else None."""
-    record, final, log = where / RUN_RECORD, where / "final", where / "log.json"
-    if not (record.is_file() and final.is_dir() and log.is_file()):
+    done = finished_run(where, settings, RUN_RECORD, device)
+    if done is None:
         return None
-    if json.loads(record.read_text(encoding="utf-8")) != json.loads(
-        json.dumps(settings, default=str)
-    ):
-        return None
-    saved = json.loads(log.read_text(encoding="utf-8"))
-    model = BiEncoder.from_pretrained(final, device=device)
-    return ExperimentRun(
-        exp, model, saved["log"], final, float(saved.get("seconds", 0.0)), reused=True
-    )
+    return ExperimentRun(exp, done.model, done.log, done.final_dir, done.seconds, reused=True)

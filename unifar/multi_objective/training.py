@@ -17,6 +17,8 @@ fine-tuning is a separate run).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections import Counter
@@ -37,7 +39,14 @@ from ..optim import make_scheduler
 from .objectives import Example
 from .schedules import Phase
 
-__all__ = ["BiEncoderTrainArgs", "BiEncoderTrainResult", "train_bi_encoder", "prepare_base"]
+__all__ = [
+    "BiEncoderTrainArgs",
+    "BiEncoderTrainResult",
+    "train_bi_encoder",
+    "prepare_base",
+    "examples_digest",
+    "finished_run",
+]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
@@ -213,3 +222,27 @@ def train_bi_encoder(
             },
         )
     return result
+
+
+def examples_digest(examples: Sequence[Example]) -> str:
+    """SHA-256 of the examples' texts, in order (what a resumed run's record must match)."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.anchor, e.positive, e.negative]).encode("utf-8"))
+    return h.hexdigest()
+
+
+def finished_run(
+    where: Path, settings: Any, record: str, device: Any = None
+) -> BiEncoderTrainResult | None:
+    """The run :func:`train_bi_encoder` saved in ``where`` (``final/``, ``log.json``) if the
+    record file ``where/record``, written by the caller when the run finished, equals
+    ``settings``; else None (never trained, interrupted, or trained with other settings)."""
+    rec, final, log = where / record, where / "final", where / "log.json"
+    if not (rec.is_file() and final.is_dir() and log.is_file()):
+        return None
+    if json.loads(rec.read_text(encoding="utf-8")) != json.loads(json.dumps(settings, default=str)):
+        return None
+    saved = json.loads(log.read_text(encoding="utf-8"))
+    model = BiEncoder.from_pretrained(final, device=device)
+    return BiEncoderTrainResult(model, saved["log"], final, float(saved.get("seconds", 0.0)))
