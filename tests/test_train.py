@@ -235,6 +235,22 @@ def test_run_files(make_model, tmp_path):
         train(None, ds, args, model=make_model(**small()))
 
 
+def test_checkpoints_deleted_when_done(make_model, tmp_path):
+    """keep_checkpoints_when_done=False keeps final/ and run.json only; a resume says why it cannot."""
+    ds = make_dataset(10)
+    args = args_for(tmp_path, save_every=1, keep_checkpoints_when_done=False)
+    res = train(None, ds, args, model=make_model(**small()))
+    out = res.output_dir
+    assert not (out / "checkpoints").exists() and res.last_checkpoint is None
+    run = json.loads((out / "run.json").read_text())
+    assert run["checkpoints_deleted"] is True and run["last_checkpoint"] is None and run["status"] == "finished"
+    final = UniFAR.from_pretrained(out / "final")
+    for k, v in res.model.state_dict().items():
+        assert torch.equal(v, final.state_dict()[k]), k
+    with pytest.raises(FileExistsError, match="checkpoints were deleted"):
+        train(None, ds, args, model=make_model(**small()), resume=True)
+
+
 def test_nan_loss_raises_training_diverged(make_model, tmp_path, monkeypatch):
     import unifar.objective as T
 
@@ -305,6 +321,11 @@ def test_cli_train_arguments():
     assert cfg.base_model == "minilm" and cfg.lr_base == 2e-5 and not cfg.use_kl_loss and cfg.train_values
     cfg = _train_config(p.parse_args(["train", "--ftus", "F", "--output", "O", "--freeze-base", "--fixed-values"]))
     assert not cfg.train_values
+    from unifar.cli import _train_args
+
+    assert _train_args(p.parse_args(["train", "--ftus", "F", "--output", "O"])).keep_checkpoints_when_done
+    argv = ["train", "--ftus", "F", "--output", "O", "--delete-checkpoints-when-done"]
+    assert not _train_args(p.parse_args(argv)).keep_checkpoints_when_done
 
 
 def test_plot_losses(tmp_path):

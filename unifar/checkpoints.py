@@ -274,6 +274,10 @@ def resume_point(out_dir: Path, resume: bool, seed: int, is_main: bool) -> tuple
             seed = state["seed"]
     elif not resume and (list_checkpoints(out_dir) or (out_dir / "final").exists()):  # every rank: none may hang
         raise FileExistsError(f"{out_dir} already holds a training run; pass resume=True (--resume) or use a new folder")
+    elif resume and (out_dir / "final").exists() and _finished_without_checkpoints(out_dir):
+        raise FileExistsError(f"{out_dir} holds a finished run whose checkpoints were deleted "
+                              "(keep_checkpoints_when_done=False): nothing to resume; load its final/ "
+                              "model, or train again in a new folder")
     elif resume and is_main:
         logger.info("resume requested but %s has no checkpoint: starting from scratch", out_dir)
     return ckpt, state, seed
@@ -385,6 +389,14 @@ def load_checkpoint(ckpt: Path, state: Mapping[str, Any], model: "UniFAR", optim
     if state.get("total_steps") != total_steps:
         logger.warning("resuming with %d total steps (checkpoint: %s): the schedule changes", total_steps, state.get("total_steps"))
     return state["step"], state["epoch"], state["step_in_epoch"]
+
+
+def _finished_without_checkpoints(out_dir: Path) -> bool:
+    try:
+        info = json.loads((out_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return info.get("status") == "finished" and bool(info.get("checkpoints_deleted"))
 
 
 def write_run_info(out_dir: Path, info: Mapping[str, Any]) -> Path:

@@ -297,6 +297,8 @@ def _add_train_parser(sub: Any) -> None:
     tr.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
     tr.add_argument("--save-every", type=int, default=500, metavar="N", help="checkpoint every N optimizer steps (default 500)")
     tr.add_argument("--keep-checkpoints", type=int, default=2, metavar="N", help="checkpoints kept (default 2)")
+    tr.add_argument("--delete-checkpoints-when-done", action="store_true",
+                    help="delete checkpoints/ once final/ is written (they only serve a resume)")
     tr.add_argument("--log-every", type=int, default=1, metavar="N", help="log.jsonl record every N steps (default 1)")
     tr.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
     tr.add_argument("--max-positives", type=int, metavar="K", help="sample at most K positives per facet and FTU (default: all)")
@@ -344,6 +346,7 @@ def _train_args(args: argparse.Namespace) -> Any:
     return TrainArgs(
         output_dir=args.output, epochs=args.epochs, max_steps=args.max_steps, max_positives=args.max_positives,
         max_negatives=args.max_negatives, save_every=args.save_every, keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints_when_done=not args.delete_checkpoints_when_done,
         log_every=args.log_every, eval_fraction=args.eval_fraction, eval_every=args.eval_every, seed=args.seed,
         device=args.device, bf16=args.bf16, grad_clip=args.grad_clip or None, max_loss=args.max_loss,
         resume=args.resume, progress=not args.no_progress, freeze_base=args.freeze_base,

@@ -261,6 +261,10 @@ class TrainArgs:
     max_negatives: int | None = None
     save_every: int = 500  # optimizer steps between checkpoints (and one at the end)
     keep_checkpoints: int = 2
+    # False: delete checkpoints/ once final/ and run.json are written. Checkpoints only serve a
+    # resume, and each holds a whole model (about 100 MB for MiniLM): the book's chapters train a
+    # dozen runs per execution and keep only the final models.
+    keep_checkpoints_when_done: bool = True
     log_every: int = 1  # optimizer steps between log.jsonl records
     eval_fraction: float = 0.0  # FTUs held out (seeded) for a held-out loss
     eval_every: int = 0  # optimizer steps between held-out losses (0: only at the end)

@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ import numpy as np
 import torch
 
 from .caching import TokenStateCache
-from .checkpoints import (TRAINER_STATE, RunFolderBusy, gather_rng_states, load_checkpoint, lock_run_folder, resume_point,
+from .checkpoints import (CHECKPOINTS, TRAINER_STATE, RunFolderBusy, gather_rng_states, load_checkpoint, lock_run_folder, resume_point,
                           save_checkpoint, unlock_run_folder, write_run_info)
 from .config import TrainArgs, UniFARConfig, check_training_config
 from .distributed import init_distributed, mean_over_ranks, rank_device, wrap_ddp
@@ -358,6 +359,10 @@ def _train(
             "last_terms": last_terms, "held_out": eval_terms,
             "last_checkpoint": str(last_ckpt.relative_to(out_dir)) if last_ckpt else None, "final": "final",
         }
+        if not args.keep_checkpoints_when_done and last_ckpt is not None:
+            shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+            run_info["last_checkpoint"], last_ckpt = None, None
+            run_info["checkpoints_deleted"] = True  # a resume of this folder has nothing to start from
         write_run_info(out_dir, run_info)
     return TrainResult(model=model, output_dir=out_dir, final_dir=final_dir, steps=step, start_step=start_step,
                        last_checkpoint=last_ckpt, last_terms=last_terms, run_info=run_info)
