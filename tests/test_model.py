@@ -307,6 +307,36 @@ def test_state_cache_saves_only_new_rows_in_a_new_file(make_model, tmp_path):
     assert len(TokenStateCache.on_disk(a, tmp_path)) == 2
 
 
+def test_a_full_disk_costs_a_warning_not_the_run(make_model, tmp_path, monkeypatch):
+    """A cache write that fails (ENOSPC, as in a CI run once) warns, leaves no file behind and
+    keeps the rows, so the next save writes them; the run that filled the cache goes on."""
+    import errno
+
+    import safetensors.torch
+
+    from unifar.caching import EmbeddingCache, TokenStateCache, text_digest
+
+    real = safetensors.torch.save_file
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    a = make_model()
+    cache = TokenStateCache.on_disk(a, tmp_path)
+    a.encode_documents([{"title": "T", "sentences": SENTS[:3]}], state_cache=cache)
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    with pytest.warns(UserWarning, match="could not save the token-state cache .*No space left"):
+        assert cache.save() is None
+    rows = EmbeddingCache(tmp_path / "rows.safetensors", width=2)
+    rows.put([text_digest("x")], torch.ones(1, 2))
+    with pytest.warns(UserWarning, match="could not save the embedding cache"):
+        assert rows.save() is None
+    assert list(tmp_path.iterdir()) == []  # no torn or temporary file
+    monkeypatch.setattr(safetensors.torch, "save_file", real)
+    assert cache.save() is not None and len(TokenStateCache.on_disk(a, tmp_path)) == 1
+    assert rows.save() is not None and len(EmbeddingCache(tmp_path / "rows.safetensors", width=2)) == 1
+
+
 def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):
     # torch.cuda.set_device refuses torch.device("cuda") (seen on an H200 with torch 2.11), and
     # device("cuda") != device("cuda:0"); no GPU is needed to check the normalisation.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,21 @@ from .text import Batch, EncodedInput, collate
 if TYPE_CHECKING:
     from .model import UniFAR
 
-__all__ = ["EmbeddingCache", "TokenStateCache", "text_digest"]
+__all__ = ["EmbeddingCache", "TokenStateCache", "save_cache_file", "text_digest"]
+
+
+def save_cache_file(path: Path, write: Callable[[Path], None], what: str) -> bool:
+    """Write a cache file atomically; a failed write (a full disk, a read-only folder) is a
+    warning, not an error: a cache only saves time, and failing the run would throw away the
+    results it has just computed (chapter 5 once lost its evaluation to a full disk this way).
+    Returns whether the file was written."""
+    try:
+        atomic_file(path, write)
+    except OSError as e:  # atomic_file has removed its temporary file
+        warnings.warn(f"{path}: could not save the {what} ({e}); the run goes on, and a later run "
+                      "encodes these inputs again", stacklevel=3)
+        return False
+    return True
 
 
 def text_digest(text: str) -> bytes:
@@ -109,7 +123,7 @@ class EmbeddingCache:
 
     def save(self) -> Path | None:
         """Write the file (atomically) when rows were added since it was read; returns its path,
-        or None when there was nothing new."""
+        or None when there was nothing new or the write failed (a warning says why)."""
         from safetensors.torch import save_file
 
         if len(self._rows) == self._saved:
@@ -117,7 +131,9 @@ class EmbeddingCache:
         keys = torch.tensor([list(k) for k in self._index], dtype=torch.uint8)
         order = torch.tensor(list(self._index.values()), dtype=torch.long)
         rows = torch.stack(self._rows)[order].contiguous()
-        atomic_file(self.path, lambda tmp: save_file({"keys": keys, "rows": rows}, str(tmp)))
+        if not save_cache_file(self.path, lambda tmp: save_file({"keys": keys, "rows": rows}, str(tmp)),
+                                "embedding cache"):
+            return None
         self._saved = len(self._rows)
         return self.path
 
@@ -214,7 +230,8 @@ class TokenStateCache:
 
     def save(self) -> Path | None:
         """Write the rows added since the cache was read to a new file of :meth:`on_disk`
-        (atomically). Returns the path written, or None when there was nothing new (or no file)."""
+        (atomically). Returns the path written, or None when there was nothing new, no file, or
+        the write failed (a warning says why: a cache never fails the run that fills it)."""
         import uuid
 
         from safetensors.torch import save_file
@@ -223,7 +240,9 @@ class TokenStateCache:
             return None
         new = {k: v.to("cpu") for k, v in self.states.items() if k not in self._saved_keys}
         path = self.path.with_name(f"{self.path.name}-{uuid.uuid4().hex[:8]}.safetensors")
-        atomic_file(path, lambda tmp: save_file(new, str(tmp), metadata={"fingerprint": str(self.fingerprint)}))
+        if not save_cache_file(path, lambda tmp: save_file(new, str(tmp), metadata={"fingerprint": str(self.fingerprint)}),
+                                "token-state cache"):
+            return None  # the rows stay in memory; the next save tries again
         self._saved = len(self.states)
         self._saved_keys |= set(new)
         return path

@@ -78,9 +78,10 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
         labeller = FacetLabeller.load(self.labeller_dir, device="cpu")
         out = dict(zip(pids, labeller.label_documents([papers[p] for p in pids])))
         if path is not None:
-            from ..files import write_json
+            from ..caching import save_cache_file
 
-            write_json(path, out, indent=0)
+            save_cache_file(path, lambda tmp: tmp.write_text(json.dumps(out, indent=0), encoding="utf-8"),
+                            "sentence-label cache")
         return out
 
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
