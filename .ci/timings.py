@@ -80,6 +80,13 @@ def read_steps(path: Path) -> tuple[dict[str, float], dict[str, float]]:
     return steps, notebooks
 
 
+def folder_bytes(path: Path) -> int | None:
+    """Bytes of the files under ``path`` (what a run leaves on disk), or None when it is absent."""
+    if not path.is_dir():
+        return None
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
 def table(record: dict) -> str:
     def mmss(s: float) -> str:
         return f"{int(s // 60):3d}:{int(round(s % 60)):02d}"
@@ -94,6 +101,8 @@ def table(record: dict) -> str:
         for nb, ns in record["notebooks"].items():  # a run that stopped inside the notebook step
             lines.append(f"  {Path(nb).stem:<46} {mmss(ns):>7}")
     lines.append(f"{'total':<48} {mmss(record['total_s']):>7}")
+    if record.get("artifacts_bytes") is not None:
+        lines.append(f"{'disk: artifacts/ (GB)':<48} {record['artifacts_bytes'] / 1e9:>7.1f}")
     lines.append(f"({record['status']}; commit {str(record['commit'])[:10]}{' +changes' if record['dirty'] else ''}; "
                  f"{record['machine']['cpu_count']} CPUs, {record['machine']['cpu_model']})")
     return "\n".join(lines)
@@ -117,6 +126,7 @@ def main() -> None:
         "steps": steps,
         "notebooks": notebooks,
         "budget_s": BUDGET_S,
+        "artifacts_bytes": folder_bytes(ROOT / "artifacts"),  # the disk a run needs beside .venv
         "commit": git("rev-parse", "HEAD"),
         "dirty": bool(status) if status is not None else None,
         "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
