@@ -265,24 +265,25 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
     that stands for it (its q-doc and doc-doc column beside ours: different benchmarks, both x100),
     and each of its findings counted alike on its numbers and ours
     (:func:`unifar.multi_objective.report.findings`)."""
+    import pandas as pd
+
+    from .evaluation.report import HEADLINE_METRICS
     from .multi_objective.experiments import TABLE1, TABLE2
     from .multi_objective.report import CLAIMS, findings, paper_frame
 
     res = ch08 or {}
-    import pandas as pd
-
     scores = res.get("scores", {})
     trained = pd.DataFrame(scores).T.drop(index=["base", "unifar-trained"], errors="ignore")
     ours = findings(trained) if len(trained) else {}
-    from .evaluation.report import HEADLINE_METRICS
-
     # each benchmark's headline metric on the whole benchmark, as chapter 8 counts them
     verdicts = [v for v in res.get("verdicts", []) if not v.get("fold")
                 and v.get("metric", "all/map") == HEADLINE_METRICS.get(v.get("benchmark"), ("all/map",))[0]]
     moved = {v["system"] for v in verdicts if v["verdict"] != "within noise"}
+    n_runs = len({v["system"] for v in verdicts})
     where = "MiniLM mean pooling, top base layer trained (chapter 8, full profile)"
     missing = "chapter 8's full results are missing"
-    theirs, reported = findings(paper_frame()), paper_frame()
+    reported = paper_frame()
+    theirs = findings(reported)
     rows = []
     for exp in dict.fromkeys(TABLE1 + TABLE2):
         table, row = exp.paper_row()
@@ -304,11 +305,10 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
         else:
             # when at most 10 % of the runs move beyond the base's noise (chapter 6's threshold),
             # the comparisons between runs are comparisons of noise, whatever they count
-            n_runs = max(1, len({v["system"] for v in verdicts}))
-            status = ("within noise" if len(moved) <= 0.1 * n_runs else
+            status = ("within noise" if len(moved) <= 0.1 * max(1, n_runs) else
                       "reproduced" if (t["share"] > 0.5) == (o["share"] > 0.5) else "differs")
             why = (f"{text}; holds in {t['holds']} of {t['of']} comparisons in the paper, {o['holds']} of "
-                   f"{o['of']} here ({o['ties']} ties left out); {len(moved)} of {len(set(v['system'] for v in verdicts))} trained runs differ "
+                   f"{o['of']} here ({o['ties']} ties left out); {len(moved)} of {n_runs} trained runs differ "
                    "from the untrained base beyond noise")
         rows.append(SummaryRow("multi-objective findings", claim, "share of comparisons (%)", 100 * t["share"],
                                100 * o["share"] if o else None, where if o else "not measured", status, why))

@@ -336,6 +336,8 @@ def train_experiments(
             f"loss {res.losses()[0]:.3f} -> {res.losses()[-1]:.3f}"
         )
     return runs
+
+
 def _finished(
     exp: Experiment, where: Path, settings: Mapping[str, Any], device: Any
 ) -> ExperimentRun | None:
