@@ -530,7 +530,7 @@ def test_ftu_write_load_round_trip(tmp_path):
     assert set(data.documents) == {"q1", "q2", "a", "b", "c", "x", "y", "z"}
     assert data.documents["a"] == docs["a"]
     m = data.manifest
-    assert m["schema_version"] == SCHEMA_VERSION == 1 and m["command"] == "pytest"
+    assert m["schema_version"] == SCHEMA_VERSION == 2 and m["command"] == "pytest"
     assert m["counts"] == {"ftus": 2, "documents": 8}
     stats = m["statistics"]
     assert stats["questions_per_origin"] == {"icrop": 2, "pubmedqa": 1}

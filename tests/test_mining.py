@@ -91,6 +91,32 @@ def test_hybrid_signal_reranks_dense_neighbours_by_facet_evidence():
     assert all(t.neg_id == next(d for d in nearest if d != t.pos_id) for t in margin)
 
 
+def test_hybrid_mining_stores_the_teachers_graded_scores():
+    """Each mined query document keeps the teacher's scores over a candidate list: every facet's
+    top candidates (the positive among them), plus candidates drawn from the rest of the rerank
+    list, with the same scores the mining ranked by."""
+    from unifar.construction.teacher import teacher_list
+
+    kw = dict(signal="hybrid", neighbourhood=2, rerank_depth=4, random_negatives_per_facet=0, min_facet_words=3,
+              hybrid_weight=10.0, teacher_top=1, teacher_random=1)
+    teachers = {}
+    triplets = mine_facet_triplets(TOY, list(TOY), hashing_encoder, MiningConfig(**kw), query_ids=["d0"], teachers=teachers)
+    t = teachers["d0"]
+    assert set(t.scores) == {"background", "method", "result"} and "d0" not in t.candidates
+    assert all(len(v) == len(t.candidates) for v in t.scores.values())
+    for trip in triplets:  # the positive is the teacher's top candidate of its facet
+        scores = dict(zip(t.candidates, t.scores[trip.facet]))
+        assert trip.pos_id in scores and scores[trip.pos_id] == max(scores.values())
+    # 3 facet tops (d2, d1, d3) + 1 drawn from the rest of the 4-document rerank list = all 4
+    assert sorted(t.candidates) == ["d1", "d2", "d3", "d4"]
+    assert teacher_list(t.candidates, {}, MiningConfig(**kw), None) is None  # no facet scored: no list
+    # no teacher lists asked for: none stored
+    none = {}
+    mine_facet_triplets(TOY, list(TOY), hashing_encoder, MiningConfig(**{**kw, "teacher_top": 0, "teacher_random": 0}),
+                        query_ids=["d0"], teachers=none)
+    assert none == {}
+
+
 def test_mining_config_checks_the_signal():
     with pytest.raises(ValueError, match="unknown mining signal"):
         MiningConfig(signal="citation-intent")
@@ -124,8 +150,9 @@ def test_build_uses_every_signal_and_marks_question_origins(small_build):
     assert rep["dropped_by_leakage_guard"]["csabstruct"] >= 20  # CSAbstruct abstracts that are CSFCube papers
     origins = rep["question_origins"]
     assert origins.get("pubmedqa", 0) > 0 and origins.get("icrop", 0) > 0 and origins.get("scirepeval-search", 0) > 0
+    assert rep["teacher_lists"]["ftus"] > 0 and rep["teacher_lists"]["candidates"] > rep["teacher_lists"]["ftus"]
     for u in out.ftus:
-        assert u.query in out.documents and all(d in out.documents for d in u.doc_ids())
+        assert u.query in out.documents and all(d in out.documents for d in u.all_doc_ids())
         for f, q in u.questions.items():
             assert q.facet == f and q.origin
             # every question has something to be contrasted with
@@ -139,7 +166,11 @@ def test_written_training_files_pass_the_leakage_guard(small_build, tmp_path):
     folder = write_ftus(tmp_path / "ftus", small_build.ftus, small_build.documents, command="test")
     report = check_no_leakage(folder, forbidden_from_repo_data())
     assert report.ok and report.documents_checked == len(small_build.documents)
-    assert len(load_ftus(folder)) == len(small_build.ftus)
+    back = load_ftus(folder)
+    assert len(back) == len(small_build.ftus)
+    # the teacher lists (and their candidates' documents) survive the round trip
+    assert [u.teacher for u in back.ftus] == [u.teacher for u in small_build.ftus]
+    assert all(d in back.documents for u in back.ftus for d in u.teacher_ids())
 
 
 def test_leakage_guard_catches_a_planted_csfcube_paper(small_build, tmp_path):

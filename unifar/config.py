@@ -12,7 +12,7 @@ from typing import Any
 
 from .typecheck import check_fields
 
-__all__ = ["UniFARConfig", "TrainArgs", "ABLATIONS", "PAPER_PROFILE", "TRAINING_FIELDS", "check_training_config"]
+__all__ = ["UniFARConfig", "TrainArgs", "ABLATIONS", "DISTILL_LOSSES", "PAPER_PROFILE", "TRAINING_FIELDS", "check_training_config"]
 
 
 @dataclass
@@ -68,6 +68,12 @@ class UniFARConfig:
     batch_size: int = 4  # paper: 4 FTUs per step
     grad_accumulation: int = 4  # paper
     epochs: int = 2  # paper
+    # Beyond the paper: distil the teacher's graded scores over the candidate list stored with
+    # each FTU (chapter 3's hybrid teacher): L_total += distill_weight * mean_(d_q, f) L_KD^(f).
+    # 0 keeps the paper's objective unchanged.
+    distill_weight: float = 0.0
+    distill_loss: str = "kl"  # "kl": listwise KL (unifar.losses.listwise_distillation_loss); "margin_mse"
+    distill_temperature: float = 1.0  # tau_T, the teacher's softmax temperature (the student keeps tau)
 
     # --- ablation switches (table 3) ------------------------------------------------------
     use_sentence_attention: bool = True  # False = "w/o MHA_sent" (always the token branch)
@@ -101,6 +107,10 @@ class UniFARConfig:
             raise ValueError(f"max_tokens must be at least 8, got {self.max_tokens}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
+        if self.distill_temperature <= 0:
+            raise ValueError(f"distill_temperature must be positive, got {self.distill_temperature}")
+        if self.distill_loss not in DISTILL_LOSSES:
+            raise ValueError(f"distill_loss must be one of {DISTILL_LOSSES}, got {self.distill_loss!r}")
         _check_ranges(self)
 
     @property
@@ -192,9 +202,12 @@ def _check_ranges(c: "UniFARConfig") -> None:
     for name in ("dropout", "warmup_ratio"):
         _check(0.0 <= getattr(c, name) < 1.0, name, "in [0, 1)", getattr(c, name))
     for name in ("init_qk_std", "kl_lambda_start", "kl_lambda_end", "lr_base", "lr_anchors", "lr_aggregation",
-                 "weight_decay", "seed"):
+                 "weight_decay", "seed", "distill_weight"):
         _check(getattr(c, name) >= 0, name, "at least 0", getattr(c, name))
 
+
+#: The distillation losses of :mod:`unifar.losses` (``UniFARConfig.distill_loss``).
+DISTILL_LOSSES = ("kl", "margin_mse")
 
 #: Table 3's rows as config overrides.
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -228,7 +241,7 @@ PAPER_PROFILE: dict[str, Any] = {
 TRAINING_FIELDS = frozenset({
     "temperature", "kl_lambda_start", "kl_lambda_end", "lr_base", "lr_anchors", "lr_aggregation",
     "weight_decay", "warmup_ratio", "batch_size", "grad_accumulation", "epochs", "use_kl_loss",
-    "use_qd_loss",
+    "use_qd_loss", "distill_weight", "distill_loss", "distill_temperature",
 })
 
 
@@ -259,6 +272,8 @@ class TrainArgs:
     max_steps: int | None = None  # stop (and end the schedule) after this many optimizer steps
     max_positives: int | None = None  # per facet and FTU, sampled (our choice; paper: all)
     max_negatives: int | None = None
+    # teacher candidates per FTU and step (sampled, the teacher's top ones always kept; None: all)
+    max_teacher_candidates: int | None = None
     save_every: int = 500  # optimizer steps between checkpoints (and one at the end)
     keep_checkpoints: int = 2
     # False: delete checkpoints/ once final/ and run.json are written. Checkpoints only serve a
@@ -302,7 +317,8 @@ class TrainArgs:
         for name in ("save_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("epochs", "max_steps", "max_positives", "max_negatives", "eval_max_ftus"):
+        for name in ("epochs", "max_steps", "max_positives", "max_negatives", "max_teacher_candidates",
+                     "eval_max_ftus"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name} must be at least 1 (or None), got {v}")

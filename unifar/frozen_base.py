@@ -42,7 +42,7 @@ def warm_cache(model: UniFAR, cache: TokenStateCache, ftus: Sequence[Any], docum
                show_progress: bool, is_main: bool) -> None:
     """Cache the frozen base's states of every training document and question in length-sorted
     batches (several times faster than filling the cache batch by batch during the first epoch)."""
-    needed = list(dict.fromkeys(d for u in ftus for d in u.doc_ids()))
+    needed = list(dict.fromkeys(d for u in ftus for d in u.all_doc_ids()))
     questions = list(dict.fromkeys(q.text for u in ftus for q in u.questions.values()))
     t_fill = time.perf_counter()
     n_filled = cache.fill(model, model.tokenize_documents([documents[d] for d in needed]), show_progress=show_progress)

@@ -17,6 +17,8 @@ __all__ = [
     "doc_doc_loss",
     "question_doc_loss",
     "kl_attention_loss",
+    "listwise_distillation_loss",
+    "margin_mse_loss",
     "total_loss",
     "LossTerms",
 ]
@@ -195,6 +197,113 @@ def kl_attention_loss(
     return loss, n_present > 0
 
 
+def _teacher_student_logits(
+    student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None,
+    temperature: float, teacher_temperature: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Student logits ``s / tau``, teacher logits ``t / tau_T`` and the boolean candidate mask."""
+    m = torch.ones_like(student, dtype=torch.bool) if mask is None else mask.bool()
+    return student.float() / temperature, teacher.float() / teacher_temperature, m
+
+
+def listwise_distillation_loss(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    temperature: float = 0.08,
+    teacher_temperature: float = 1.0,
+) -> torch.Tensor:
+    r"""Listwise distillation of a teacher's graded scores over a candidate list (beyond the paper):
+
+    .. math::
+        \mathcal{L}_{KD}^{(f)} = \mathrm{KL}\big(p_T \,\|\, p_S\big)
+        = \sum_{c \in C} p_T(c) \log \frac{p_T(c)}{p_S(c)},\qquad
+        p_T = \mathrm{softmax}_{c \in C}\big(t_f(d_q, c) / \tau_T\big),\;
+        p_S = \mathrm{softmax}_{c \in C}\big(s(e_{d_q}^{(f)}, e_c^{(f)}) / \tau\big)
+
+    ``s`` is the student's cosine of the facet-f embeddings (the score it ranks with),
+    ``t_f`` the teacher's score (chapter 3's hybrid ``z(cos) + w z(BM25_f)``), ``C`` the
+    candidate list stored with the FTU. Only the ranking the teacher implies is taught: both
+    sides are softmax-normalised, so a shift of either score changes nothing, while ``tau_T``
+    sets how sharply the teacher's top candidates dominate. Gradients reach the student only.
+
+    Args:
+        student: ``[..., C]`` student cosines.
+        teacher: ``[..., C]`` teacher scores (any scale; NaN allowed where ``mask`` is False).
+        mask: ``[..., C]`` booleans, False for padding; a list with fewer than 2 candidates has
+            nothing to rank and gives 0.
+        temperature: the student's tau (the InfoNCE temperature, 0.08, by default).
+        teacher_temperature: tau_T.
+
+    Returns:
+        ``[...]`` the KL divergence of each list.
+
+    Reference: Hinton et al. (2015), *Distilling the knowledge in a neural network*; listwise
+    over retrieval candidates as in Hofstätter et al. (2021, TAS-B) and Lin et al. (2021).
+
+    A student that ranks like the teacher at the same sharpness gives 0; flipping the order of two
+    candidates, teacher scores (1, 0) at tau_T = 1, student (0, 1) at tau = 1, gives
+    ``σ(1) · 1 + σ(-1) · (-1) = tanh(1/2)``:
+
+    >>> listwise_distillation_loss(torch.tensor([1.0, 0.0]), torch.tensor([2.0, 1.0]), temperature=1.0).abs().item() < 1e-7
+    True
+    >>> round(listwise_distillation_loss(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0]), temperature=1.0).item(), 4)
+    0.4621
+    >>> listwise_distillation_loss(torch.tensor([[0.3, 0.9, 0.0]]), torch.tensor([[0.0, 0.0, float("nan")]]),
+    ...                            torch.tensor([[True, False, False]]))
+    tensor([0.])
+    """
+    s, t, m = _teacher_student_logits(student, teacher, mask, temperature, teacher_temperature)
+    # A large finite fill, not -inf: padded entries get probability 0 on both sides without the
+    # NaN gradients that -inf - (-inf) would send through torch.where.
+    log_pt = torch.log_softmax(t.masked_fill(~m, -1e4), dim=-1)
+    log_ps = torch.log_softmax(s.masked_fill(~m, -1e4), dim=-1)
+    valid = m.sum(dim=-1) >= 2
+    terms = torch.where(m, log_pt.exp() * (log_pt - log_ps), torch.zeros_like(s))
+    return terms.sum(dim=-1).masked_fill(~valid, 0.0)
+
+
+def margin_mse_loss(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    temperature: float = 0.08,
+    teacher_temperature: float = 1.0,
+) -> torch.Tensor:
+    r"""Margin-MSE distillation over a candidate list (beyond the paper), each candidate's margin
+    taken against the teacher's top candidate ``c^*``:
+
+    .. math::
+        \mathcal{L}_{MM}^{(f)} = \frac{1}{|C| - 1}\sum_{c \in C \setminus c^*}
+        \Big(\frac{s(d_q, c^*) - s(d_q, c)}{\tau} - \frac{t_f(d_q, c^*) - t_f(d_q, c)}{\tau_T}\Big)^2
+
+    Unlike :func:`listwise_distillation_loss` it asks the student to match the teacher's margins,
+    not only its ranking, so ``tau / tau_T`` fixes the scale the two are compared on.
+
+    Args:
+        student, teacher, mask, temperature, teacher_temperature: as
+            :func:`listwise_distillation_loss`.
+
+    Returns:
+        ``[...]`` the mean squared margin error of each list (0 with fewer than 2 candidates).
+
+    Reference: Hofstätter et al. (2020), *Improving efficient neural ranking models with
+    cross-architecture knowledge distillation* (pairwise Margin-MSE).
+
+    Teacher (2, 1, 0), student (1, 1, 0) at tau = tau_T = 1: margins (0, 1) against (1, 2):
+
+    >>> margin_mse_loss(torch.tensor([1.0, 1.0, 0.0]), torch.tensor([2.0, 1.0, 0.0]), temperature=1.0).item()
+    1.0
+    """
+    s, t, m = _teacher_student_logits(student, teacher, mask, temperature, teacher_temperature)
+    top = t.masked_fill(~m, float("-inf")).argmax(dim=-1, keepdim=True)
+    err = (s.gather(-1, top) - s) - (t.gather(-1, top) - t).nan_to_num(0.0)
+    others = m & (torch.arange(m.shape[-1], device=m.device) != top)
+    n = others.sum(dim=-1)
+    sq = torch.where(others, err.square(), torch.zeros_like(err))
+    return (sq.sum(dim=-1) / n.clamp(min=1)).masked_fill(n == 0, 0.0)
+
+
 @dataclass
 class LossTerms:
     """The total loss and its parts (for logging)."""
@@ -204,15 +313,20 @@ class LossTerms:
     question_doc: torch.Tensor
     kl: torch.Tensor
     kl_lambda: float
+    # the teacher-distillation term (0 when its weight is 0: the paper's objective)
+    distill: torch.Tensor | None = None
 
     def as_floats(self) -> dict[str, float]:
-        return {
+        out = {
             "loss": float(self.total.detach()),
             "l_dd": float(self.doc_doc.detach()),
             "l_qd": float(self.question_doc.detach()),
             "l_kl": float(self.kl.detach()),
             "lambda": self.kl_lambda,
         }
+        if self.distill is not None:
+            out["l_kd"] = float(self.distill.detach())
+        return out
 
 
 def total_loss(
@@ -222,8 +336,13 @@ def total_loss(
     kl_lambda: float,
     facet_mask: torch.Tensor | None = None,
     kl_valid: torch.Tensor | None = None,
+    l_distill: torch.Tensor | None = None,
+    distill_weight: float = 0.0,
+    distill_mask: torch.Tensor | None = None,
 ) -> LossTerms:
-    r"""``L_total = 1/|F| Σ_f (L_DD^(f) + L_QD^(f)) + λ · 1/|D| Σ_d L_KL^(d)`` (section 4.2).
+    r"""``L_total = 1/|F| Σ_f (L_DD^(f) + L_QD^(f)) + λ · 1/|D| Σ_d L_KL^(d)`` (section 4.2),
+    plus ``μ · mean_{(d_q, f)} L_KD^(f)`` when a distillation weight ``μ`` > 0 is given (beyond
+    the paper; :func:`listwise_distillation_loss` or :func:`margin_mse_loss`).
 
     The facet terms are averaged over facets and over the FTUs of the batch; ``facet_mask``
     ``[B, F]`` drops facets an FTU has no positive for. ``l_qd=None`` is the "w/o L_QD"
@@ -235,13 +354,20 @@ def total_loss(
         l_kl: ``[D]`` :func:`kl_attention_loss` per document, or None.
         kl_lambda: lambda, the weight of L_KL (annealed 0.3 -> 0.5 in the paper).
         facet_mask: ``[B, F]`` booleans; kl_valid: ``[D]`` booleans (documents with labels).
+        l_distill: ``[B, F]`` distillation loss per FTU and facet, or None; distill_weight: μ;
+        distill_mask: ``[B, F]`` booleans, the (FTU, facet) pairs with a teacher list.
 
     Returns:
-        :class:`LossTerms`: ``L_total`` and its three averaged parts.
+        :class:`LossTerms`: ``L_total`` and its averaged parts.
 
     >>> t = total_loss(torch.ones(2, 3), torch.ones(2, 3), torch.tensor([2.0, 4.0]), 0.5)
     >>> t.total.item()     # (1 + 1) + 0.5 * 3
     3.5
+    >>> kd = torch.tensor([[1.0, 3.0, 9.0], [0.0, 0.0, 0.0]])
+    >>> has = torch.tensor([[True, True, False], [False, False, False]])
+    >>> t = total_loss(torch.ones(2, 3), None, None, 0.5, l_distill=kd, distill_weight=2.0, distill_mask=has)
+    >>> t.total.item(), t.distill.item()     # 1 + 2 * mean(1, 3)
+    (5.0, 2.0)
     """
     fm = torch.ones_like(l_dd, dtype=torch.bool) if facet_mask is None else facet_mask.bool()
     denom = fm.sum().clamp(min=1)
@@ -252,4 +378,10 @@ def total_loss(
         kl = (l_kl * valid).sum() / valid.sum().clamp(min=1)
     else:
         kl = l_dd.new_zeros(())
-    return LossTerms(total=dd + qd + kl_lambda * kl, doc_doc=dd, question_doc=qd, kl=kl, kl_lambda=kl_lambda)
+    total = dd + qd + kl_lambda * kl
+    kd = None
+    if l_distill is not None:
+        dm = torch.ones_like(l_distill, dtype=torch.bool) if distill_mask is None else distill_mask.bool()
+        kd = (l_distill * dm).sum() / dm.sum().clamp(min=1)
+        total = total + distill_weight * kd
+    return LossTerms(total=total, doc_doc=dd, question_doc=qd, kl=kl, kl_lambda=kl_lambda, distill=kd)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .caching import TokenStateCache
+from .distillation import distillation_terms, teacher_tensors
 from .losses import LossTerms, doc_doc_loss, kl_attention_loss, question_doc_loss, total_loss
 from .model import UniFAR
 from .text import Batch, EncodedInput, collate
@@ -64,6 +65,10 @@ class FTUBatch:
     facet_mask: torch.Tensor  # [B, F] bool: FTU b has a positive for facet f
     doc_ids: list[str] = field(default_factory=list)
     question_texts: list[str] = field(default_factory=list)
+    # Teacher lists (distillation, beyond the paper); None when the batch carries none.
+    teacher_idx: torch.Tensor | None = None  # [B, K] rows of the teacher's candidates (0 where padded)
+    teacher_scores: torch.Tensor | None = None  # [B, F, K] teacher scores (0 where masked)
+    teacher_mask: torch.Tensor | None = None  # [B, F, K] bool: candidate k has a facet-f teacher score
 
     @property
     def n_ftus(self) -> int:
@@ -150,12 +155,17 @@ def build_ftu_batch(
     max_positives: int | None = None,
     max_negatives: int | None = None,
     rng: np.random.Generator | None = None,
+    teacher: bool | None = None,
+    max_teacher_candidates: int | None = None,
 ) -> FTUBatch:
     """Tokenise the unique documents and the questions of ``ftus`` and index them per FTU/facet.
 
     Per facet, at most ``max_positives`` positives and ``max_negatives`` negatives are kept,
     sampled with ``rng`` (our choice; the paper uses every one). Facets are those of
     ``model.config.facets``; an FTU facet without positives is masked out of the loss.
+    ``teacher`` (default: ``model.config.distill_weight > 0``) adds the FTUs' teacher lists (at
+    most ``max_teacher_candidates`` candidates each, :func:`unifar.distillation.cap_teacher`) for
+    distillation.
     """
     if not ftus:
         raise ValueError("build_ftu_batch needs at least one FTU")
@@ -187,6 +197,10 @@ def build_ftu_batch(
 
     pos_idx, pos_mask = _pad_indices(pos, B, F_)
     neg_idx, neg_mask = _pad_indices(neg, B, F_)
+    use_teacher = model.config.distill_weight > 0 if teacher is None else teacher
+    t_idx = t_scores = t_mask = None
+    if use_teacher and any(u.teacher is not None for u in ftus):
+        t_idx, t_scores, t_mask = teacher_tensors(ftus, row, fidx, max_teacher_candidates, rng)
     doc_ids = list(rows)
     docs = [documents[d] for d in doc_ids]
     items = model.tokenize_documents(docs)
@@ -208,6 +222,9 @@ def build_ftu_batch(
         facet_mask=pos_mask.any(dim=-1),
         doc_ids=doc_ids,
         question_texts=q_texts,
+        teacher_idx=t_idx,
+        teacher_scores=t_scores,
+        teacher_mask=t_mask,
     )
 
 
@@ -271,7 +288,9 @@ def ftu_objective(model: nn.Module, fb: FTUBatch, kl_lambda: float, cache: Token
     l_kl = kl_valid = None
     if cfg.use_kl_loss:
         l_kl, kl_valid = kl_attention_loss(out.kl_attention, fb.doc_labels, out.sentence_mask)
-    return total_loss(l_dd, l_qd, l_kl, kl_lambda, facet_mask=union, kl_valid=kl_valid)
+    l_kd, kd_mask = distillation_terms(cfg, dq, E, fb)
+    return total_loss(l_dd, l_qd, l_kl, kl_lambda, facet_mask=union, kl_valid=kl_valid,
+                      l_distill=l_kd, distill_weight=cfg.distill_weight, distill_mask=kd_mask)
 
 
 def ftu_batch_loss(
@@ -284,13 +303,16 @@ def ftu_batch_loss(
     max_negatives: int | None = None,
     rng: np.random.Generator | None = None,
     cache: TokenStateCache | None = None,
+    teacher: bool | None = None,
+    max_teacher_candidates: int | None = None,
 ) -> LossTerms:
     r"""``L_total`` (section 4.2) of a list of FTUs, with ``lambda = config.kl_lambda(progress)``.
 
     :func:`build_ftu_batch` then :func:`ftu_objective`; see those for the equations. The caller
-    chooses train/eval mode and autocast.
+    chooses train/eval mode and autocast. ``teacher``: see :func:`build_ftu_batch`.
     """
-    fb = build_ftu_batch(model, ftus, documents, max_positives, max_negatives, rng).to(model.device)
+    fb = build_ftu_batch(model, ftus, documents, max_positives, max_negatives, rng, teacher,
+                         max_teacher_candidates).to(model.device)
     return ftu_objective(model, fb, model.config.kl_lambda(progress), cache)
 
 
@@ -300,8 +322,11 @@ def held_out_loss(
 ) -> dict[str, float]:
     """Mean loss terms over held-out FTUs (eval mode, fixed cap sample so values are comparable).
 
-    ``args`` is the run's :class:`~unifar.train.TrainArgs` (its ``seed``, ``max_positives`` and
-    ``max_negatives``); ``progress`` sets ``lambda``; ``autocast`` is the run's autocast context.
+    ``args`` is the run's :class:`~unifar.train.TrainArgs` (its ``seed``, ``max_positives``,
+    ``max_negatives`` and ``max_teacher_candidates``); ``progress`` sets ``lambda``; ``autocast``
+    is the run's autocast context. Held-out FTUs with teacher lists also report ``l_kd``, the
+    distillation loss, whatever its weight in training: the held-out curve of how closely the
+    student ranks like the teacher, for runs of the paper's objective too.
     """
     was_training = model.training
     model.eval()
@@ -313,7 +338,8 @@ def held_out_loss(
             with autocast:
                 t = ftu_batch_loss(model, ftus[k : k + bs], documents, progress,
                                    max_positives=args.max_positives, max_negatives=args.max_negatives, rng=rng,
-                                   cache=cache)
+                                   cache=cache, teacher=True,
+                                   max_teacher_candidates=getattr(args, "max_teacher_candidates", None))
             for name, v in t.as_floats().items():
                 sums[name] = sums.get(name, 0.0) + v * len(ftus[k : k + bs])
     model.train(was_training)

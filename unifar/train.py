@@ -270,25 +270,29 @@ def _train(
                 micro = [idx[k : k + bs] for k in range(0, len(idx), bs)]
                 progress = step / max(1, total_steps - 1)
                 lam = config.kl_lambda(progress)
-                sums = torch.zeros(4, device=device)
+                sums = torch.zeros(5, device=device)
                 for k, mb in enumerate(micro):
                     # The cap sample depends only on (seed, epoch, position, micro-batch, rank),
                     # so a resumed run draws the same documents.
                     rng = np.random.default_rng([seed, epoch, pos, k, rank])
                     fb = build_ftu_batch(model, [train_ftus[i] for i in mb], documents,
-                                         args.max_positives, args.max_negatives, rng).to(device)
+                                         args.max_positives, args.max_negatives, rng,
+                                         max_teacher_candidates=args.max_teacher_candidates).to(device)
                     sync = ddp is None or k == len(micro) - 1
                     with (nullcontext() if sync else ddp.no_sync()):  # type: ignore[union-attr]
                         with autocast:
                             terms = objective(fb, lam)
                         (terms.total / len(micro)).backward()
-                    sums += torch.stack([terms.total, terms.doc_doc, terms.question_doc, terms.kl]).detach().float()
+                    kd = terms.distill if terms.distill is not None else terms.kl.new_zeros(())
+                    sums += torch.stack([terms.total, terms.doc_doc, terms.question_doc, terms.kl, kd]).detach().float()
                 sums /= len(micro)
                 mean_over_ranks(sums, world)
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip if args.grad_clip else float("inf"))
-                loss, l_dd, l_qd, l_kl = sums.tolist()
+                loss, l_dd, l_qd, l_kl, l_kd = sums.tolist()
                 gnorm = float(grad_norm)
                 current = {"loss": loss, "l_dd": l_dd, "l_qd": l_qd, "l_kl": l_kl, "lambda": lam}
+                if config.distill_weight > 0:
+                    current["l_kd"] = l_kd
                 bad = _divergence(loss, gnorm, args.max_loss)
                 if bad:
                     optimizer.zero_grad(set_to_none=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from ..facets import FACETS, normalise_facet
 from ..text import split_sentences
 from .questions import Question, QuestionGenerator
 
-__all__ = ["validate_document", "Triplet", "FTU", "read_triplets", "merge_triplets", "fill_questions"]
+__all__ = ["validate_document", "Triplet", "TeacherList", "FTU", "read_triplets", "merge_triplets", "fill_questions"]
 
 logger = logging.getLogger(__name__)
 
@@ -160,13 +161,70 @@ def read_triplets(
 
 # ----- FTUs -------------------------------------------------------------------------------------
 @dataclass
+class TeacherList:
+    """A teacher's graded scores of the query document against a candidate list, per facet
+    (beyond the paper: what :func:`unifar.losses.listwise_distillation_loss` distils).
+
+    ``scores[f][i]`` is the teacher's score of ``candidates[i]`` for facet ``f`` (the hybrid
+    teacher of chapter 3: ``z(cos) + w z(BM25_f)``, z over its whole rerank list); a facet the
+    query document has no text for is absent. ``meta`` records how the list was made.
+
+    >>> t = TeacherList(["a", "b"], {"method": [1.5, -0.2]}, "hybrid", {"weight": 0.25})
+    >>> TeacherList.from_dict(t.to_dict()) == t
+    True
+    """
+
+    candidates: list[str]
+    scores: dict[str, list[float]]
+    origin: str = "hybrid"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidates": list(self.candidates),
+                "scores": {f: [round(float(x), 6) for x in self.scores[f]] for f in FACETS if f in self.scores},
+                "origin": self.origin, "meta": dict(self.meta)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "TeacherList":
+        if not isinstance(d, Mapping):
+            raise ValueError("FTU field 'teacher' must be an object {candidates, scores, origin, meta}")
+        unknown = sorted(set(d) - {"candidates", "scores", "origin", "meta"})
+        if unknown:
+            raise ValueError(f"unknown FTU teacher field(s): {unknown}")
+        cands = d.get("candidates")
+        if not isinstance(cands, list) or not all(isinstance(c, str) and c for c in cands):
+            raise ValueError("FTU teacher 'candidates' must be a list of document id strings")
+        if len(set(cands)) != len(cands):
+            raise ValueError("FTU teacher 'candidates' lists a document twice")
+        scores = d.get("scores")
+        if not isinstance(scores, Mapping):
+            raise ValueError("FTU teacher 'scores' must be an object {facet: [numbers]}")
+        out: dict[str, list[float]] = {}
+        for f, v in scores.items():
+            if f not in FACETS:
+                raise ValueError(f"FTU teacher 'scores': unknown facet {f!r}")
+            ok = isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+            if not ok or len(v) != len(cands):
+                raise ValueError(f"FTU teacher scores[{f}] must be {len(cands)} numbers, one per candidate")
+            if not all(math.isfinite(x) for x in v):
+                raise ValueError(f"FTU teacher scores[{f}] holds a non-finite number")
+            out[f] = [float(x) for x in v]
+        meta = d.get("meta") or {}
+        if not isinstance(meta, Mapping):
+            raise ValueError("FTU teacher 'meta' must be an object")
+        return cls(list(cands), out, str(d.get("origin") or "hybrid"), dict(meta))
+
+
+@dataclass
 class FTU:
-    """A Facet-Aware Training Unit, documents by id."""
+    """A Facet-Aware Training Unit, documents by id, with an optional teacher list (chapter 3's
+    graded scores over candidates, for distillation; not part of the paper's FTU)."""
 
     query: str
     positives: dict[str, list[str]] = field(default_factory=dict)
     negatives: dict[str, list[str]] = field(default_factory=dict)
     questions: dict[str, Question] = field(default_factory=dict)
+    teacher: TeacherList | None = None
 
     @property
     def facets(self) -> list[str]:
@@ -180,17 +238,29 @@ class FTU:
             yield from self.positives.get(f, [])
             yield from self.negatives.get(f, [])
 
+    def teacher_ids(self) -> list[str]:
+        """The teacher list's candidates (none without a teacher list)."""
+        return list(self.teacher.candidates) if self.teacher is not None else []
+
+    def all_doc_ids(self) -> Iterator[str]:
+        """:meth:`doc_ids`, then the teacher's candidates: every document the FTU needs."""
+        yield from self.doc_ids()
+        yield from self.teacher_ids()
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "query": self.query,
             "positives": {f: list(self.positives[f]) for f in FACETS if f in self.positives},
             "negatives": {f: list(self.negatives[f]) for f in FACETS if f in self.negatives},
             "questions": {f: self.questions[f].to_dict() for f in FACETS if f in self.questions},
         }
+        if self.teacher is not None:
+            out["teacher"] = self.teacher.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FTU":
-        unknown = sorted(set(d) - {"query", "positives", "negatives", "questions"})
+        unknown = sorted(set(d) - {"query", "positives", "negatives", "questions", "teacher"})
         if unknown:
             raise ValueError(f"unknown FTU field(s): {unknown}")
         if not isinstance(d.get("query"), str) or not d["query"]:
@@ -216,7 +286,10 @@ class FTU:
             if question.facet != f:
                 raise ValueError(f"FTU question under {f!r} has facet {question.facet!r}")
             questions[f] = question
-        return cls(d["query"], facet_lists("positives"), facet_lists("negatives"), questions)
+        teacher = TeacherList.from_dict(d["teacher"]) if d.get("teacher") is not None else None
+        if teacher is not None and d["query"] in teacher.candidates:
+            raise ValueError("FTU teacher 'candidates' holds the query document itself")
+        return cls(d["query"], facet_lists("positives"), facet_lists("negatives"), questions, teacher)
 
 
 def merge_triplets(triplets: Iterable[Triplet | Mapping[str, Any]], facet: str | None = None) -> list[FTU]:

@@ -3,7 +3,7 @@ every check (:func:`load_ftus`, giving an :class:`FTUDataset`).
 
 A folder of FTUs holds ``documents.jsonl`` (one document per line: ``{"id", "title",
 "sentences", "labels", "source", "field"}``), ``ftus.jsonl`` (one
-:class:`~unifar.construction.ftu.FTU` per line) and ``manifest.json`` (``schema_version``,
+:class:`~unifar.construction.ftu.FTU` per line, with its optional teacher list) and ``manifest.json`` (``schema_version``,
 counts, provenance, the creating command, file hashes, :func:`~unifar.construction.ftu_statistics.ftu_statistics`).
 :func:`write_ftus` writes into a temporary sibling folder and renames it into place;
 :func:`load_ftus` checks the schema version, every line, the counts and that every referenced
@@ -24,9 +24,12 @@ from ..files import atomic_dir, sha256_file
 from .ftu import FTU, validate_document
 from .ftu_statistics import ftu_statistics
 
-__all__ = ["SCHEMA_VERSION", "FTUDataset", "write_ftus", "load_ftus"]
+__all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "FTUDataset", "write_ftus", "load_ftus"]
 
-SCHEMA_VERSION = 1
+#: Version 2 added the optional per-FTU ``teacher`` list (graded scores over candidates, chapter 3);
+#: a version-1 folder (no teacher lists) still reads.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 # ----- on disk ----------------------------------------------------------------------------------
@@ -60,7 +63,8 @@ def write_ftus(
 ) -> Path:
     """Write an FTU folder atomically and return its path.
 
-    Only the documents the FTUs refer to are written (in first-reference order) unless
+    Only the documents the FTUs refer to (teacher candidates included) are written (in
+    first-reference order) unless
     ``all_documents``. ``command`` (how the folder was made, e.g. a CLI line or notebook name)
     and ``provenance`` (free-form, e.g. ``{"labels": "llm:<model>", "triplets": "..."}``) go
     into the manifest verbatim: keep machine paths out of them.
@@ -70,7 +74,7 @@ def write_ftus(
         raise FileExistsError(f"{folder} exists; pass overwrite=True to replace it")
     order: dict[str, None] = {}
     for k, ftu in enumerate(ftus):
-        for d in ftu.doc_ids():
+        for d in ftu.all_doc_ids():
             if d not in documents:
                 raise KeyError(f"FTU {k} (query {ftu.query!r}) refers to document {d!r}, which is not in documents")
             order[d] = None
@@ -132,9 +136,10 @@ def load_ftus(folder: str | os.PathLike[str], verify_hashes: bool = True) -> FTU
     if not isinstance(manifest, dict):
         raise ValueError(f"{mpath}: expected a JSON object (the folder's manifest), got {type(manifest).__name__}")  # noqa: TRY004 (a bad file: ValueError, as every load_ftus error)
     version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ValueError(
-            f"{mpath}: schema_version {version!r} is not supported; this version of unifar reads {SCHEMA_VERSION}"
+            f"{mpath}: schema_version {version!r} is not supported; this version of unifar reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}"
         )
     documents: dict[str, dict[str, Any]] = {}
     dpath = folder / "documents.jsonl"
@@ -159,6 +164,9 @@ def load_ftus(folder: str | os.PathLike[str], verify_hashes: bool = True) -> FTU
                         raise ValueError(f"{folder / where}: {part}[{f}] refers to unknown document {d!r} (not in {dpath.name})")
         if ftu.query not in documents:
             raise ValueError(f"{folder / where}: query refers to unknown document {ftu.query!r} (not in {dpath.name})")
+        for d in ftu.teacher_ids():
+            if d not in documents:
+                raise ValueError(f"{folder / where}: teacher candidates refer to unknown document {d!r} (not in {dpath.name})")
         ftus.append(ftu)
     files = manifest.get("files", {})
     for name, n in (("documents.jsonl", len(documents)), ("ftus.jsonl", len(ftus))):

@@ -56,7 +56,8 @@ import numpy as np
 import torch
 
 from ..facets import FACETS
-from .ftu import FTU, Triplet, merge_triplets
+from .ftu import FTU, TeacherList, Triplet, merge_triplets
+from .teacher import teacher_list
 from ..evaluation.ranking import rank_order
 from ..evaluation.texts import facet_text
 from .mining_attribution import Encode, attribute_facets, citation_triplets, search_ftus
@@ -105,6 +106,12 @@ class MiningConfig:
     # teacher ranks lowest; m = the nearest neighbour that the teacher ranks below its top m, i.e.
     # where the encoder and the teacher disagree most sharply (harder, and more often relevant)
     teacher_margin: int | None = None
+    # hybrid: each FTU also stores the teacher's graded scores over a candidate list of its query
+    # document's rerank list (for distillation, beyond the paper): the union of every facet's
+    # teacher top `teacher_top`, plus `teacher_random` more drawn (seeded) from the rest of the
+    # rerank list, so that the list also holds candidates the teacher ranks low. 0 and 0: none.
+    teacher_top: int = 8
+    teacher_random: int = 8
 
     def __post_init__(self) -> None:
         self.sources = tuple(self.sources)
@@ -130,6 +137,9 @@ class MiningConfig:
             if small:
                 raise ValueError(f"pool_per_source must keep more than neighbourhood ({self.neighbourhood}) "
                                  f"documents per source, got {small}")
+        if self.teacher_top < 0 or self.teacher_random < 0:
+            raise ValueError(f"teacher_top and teacher_random must be at least 0, got {self.teacher_top}, "
+                             f"{self.teacher_random}")
         if self.signal == "hybrid" and self.rerank_depth < self.neighbourhood:
             raise ValueError(f"rerank_depth ({self.rerank_depth}) must be at least neighbourhood ({self.neighbourhood})")
 
@@ -202,10 +212,13 @@ def mine_facet_triplets(
     encode: Encode,
     config: MiningConfig,
     query_ids: Sequence[str] | None = None,
+    teachers: dict[str, TeacherList] | None = None,
 ) -> list[Triplet]:
     """Facet triplets over one pool ``ids`` with ``config.signal`` (``facet-bm25`` or ``hybrid``,
     module docstring); ``query_ids`` (default all) are the query documents. Returns
-    :class:`~unifar.construction.ftu.Triplet` records (each positive paired with each negative)."""
+    :class:`~unifar.construction.ftu.Triplet` records (each positive paired with each negative).
+    With the hybrid signal and a ``teachers`` dict, each query document's :func:`teacher_list`
+    is stored there under its id."""
     from ..evaluation.retrievers import BM25Scorer
     from ..scoring import zscore_fusion
 
@@ -218,6 +231,7 @@ def mine_facet_triplets(
     neighbours, neighbour_sims = _dense_neighbours(docs, ids, encode, depth)
     k = min(config.neighbourhood, depth)
     out: list[Triplet] = []
+    facet_scores: dict[str, dict[str, np.ndarray]] = {}  # query -> facet -> teacher over its rerank list
     for f in FACETS:
         texts = {d: facet_text(docs[d], f) for d in ids}
         have = [d for d in ids if len(texts[d].split()) >= config.min_facet_words]
@@ -241,6 +255,7 @@ def mine_facet_triplets(
                 # rerank q's dense neighbourhood: z(cosine) + w z(facet-f BM25) over the candidates
                 cands = [ids[j] for j in neighbours[pos_of[q]]]
                 teacher = zscore_fusion([neighbour_sims[pos_of[q]], bm25(q, cands)], [1.0, config.hybrid_weight])
+                facet_scores.setdefault(q, {})[f] = teacher
                 positives, ranked = _hybrid_choice(cands, teacher, have_set, config, k)
             else:
                 neigh_all = [ids[j] for j in neighbours[pos_of[q], :k]]
@@ -253,6 +268,14 @@ def mine_facet_triplets(
                 pick = rng.choice(len(pool), size=min(config.random_negatives_per_facet, len(pool)), replace=False)
                 negatives += [pool[i] for i in sorted(pick)]
             out += [Triplet(q, p, n, f) for p in positives for n in negatives]
+    if teachers is not None and hybrid:
+        t_rng = np.random.default_rng([config.seed, 7])  # its own stream: the triplets stay as they were
+        for q in queries:  # in query order, so the draw does not depend on dict order
+            if q in facet_scores:
+                t = teacher_list([ids[j] for j in neighbours[pos_of[q]]],
+                                 {f: facet_scores[q][f] for f in FACETS if f in facet_scores[q]}, config, t_rng)
+                if t is not None:
+                    teachers[q] = t
     return out
 
 
@@ -285,17 +308,22 @@ def build_offline_ftus(
     report["labelled_by_labeller"] = label_unlabelled(docs, labeller)
     rnd = random.Random(config.seed)  # picks the query documents, then shuffles the FTUs
     query_ids = _query_documents(docs, config, rnd)
-    triplets, per_signal = _mine_signals(docs, query_ids, encode, config, extra, report)
+    teachers: dict[str, TeacherList] = {}
+    triplets, per_signal = _mine_signals(docs, query_ids, encode, config, extra, report, teachers)
     ftus = merge_triplets(triplets)
+    for u in ftus:  # the teacher list of a mined query document (none for citation-only FTUs)
+        u.teacher = teachers.get(u.query)
     ftus = _attach_questions(ftus, docs, extra, encode, config, questions, per_signal)
     rnd.shuffle(ftus)
-    used = {d for u in ftus for d in u.doc_ids()}
+    used = {d for u in ftus for d in u.all_doc_ids()}
     report.update(
         config=asdict(config),
         triplets_per_signal=dict(per_signal),
         ftus=len(ftus),
         documents_used=len(used),
         question_origins=dict(Counter(q.origin for u in ftus for q in u.questions.values())),
+        teacher_lists={"ftus": sum(u.teacher is not None for u in ftus),
+                       "candidates": sum(len(u.teacher_ids()) for u in ftus)},
     )
     return OfflineFTUs(ftus=ftus, documents={d: docs[d] for d in docs if d in used}, report=report)
 
@@ -317,7 +345,7 @@ def _query_documents(docs: Mapping[str, Mapping[str, Any]], config: MiningConfig
 
 def _mine_signals(
     docs: Mapping[str, Mapping[str, Any]], query_ids: set[str], encode: Encode, config: MiningConfig,
-    extra: Mapping[str, Any], report: dict[str, Any],
+    extra: Mapping[str, Any], report: dict[str, Any], teachers: dict[str, TeacherList] | None = None,
 ) -> tuple[list[Triplet], Counter[str]]:
     """Triplets of ``config.signal`` within each pool, then of the ``citation`` signal; the
     count per signal. Records the skipped citation triplets in ``report``."""
@@ -328,7 +356,7 @@ def _mine_signals(
     for d, doc in docs.items():
         pools.setdefault(SOURCES[doc["source"]][0], []).append(d)
     for pool, ids in sorted(pools.items()):
-        mined = mine_facet_triplets(docs, ids, encode, config, [d for d in ids if d in query_ids])
+        mined = mine_facet_triplets(docs, ids, encode, config, [d for d in ids if d in query_ids], teachers)
         triplets += mined
         per_signal[config.signal] += len(mined)
         for t in mined:
