@@ -93,7 +93,7 @@ def train(
     *,
     resume: bool | None = None,
     eval_dataset: Any | None = None,
-    callbacks: Iterable[Callable[[dict[str, Any]], None]] = (),
+    callbacks: Iterable[Callable[[dict[str, Any]], Any]] = (),
     state_cache: TokenStateCache | None = None,
 ) -> TrainResult:
     """Train UniFAR on an :class:`~unifar.construction.ftu_files.FTUDataset` (section 4.2, appendix A).
@@ -103,7 +103,10 @@ def train(
     ``args.resume``) restarts from the latest complete checkpoint in ``args.output_dir``; on the
     CPU the resumed run ends with exactly the weights of an uninterrupted one. ``eval_dataset``
     (FTUs with their documents) gives a held-out loss; otherwise ``args.eval_fraction`` of the
-    FTUs is held out. Each ``callbacks`` entry is called with every step's log record (all ranks).
+    FTUs is held out. Each ``callbacks`` entry is called with every step's log record (all ranks);
+    a truthy return ends the run after that step (its reason goes to ``run.json`` as
+    ``stopped_early``), which is how :class:`unifar.learning_curve.DevCurve` trains until the dev
+    curve flattens.
     ``state_cache`` (with ``args.freeze_base``): a :class:`~unifar.caching.TokenStateCache` to reuse
     across runs on the same frozen base (e.g. a sweep); a fresh one by default.
 
@@ -179,6 +182,18 @@ def _divergence(loss: float, grad_norm: float, max_loss: float) -> str | None:
     return None
 
 
+def _stop_reason(answers: list[Any], world: int) -> str | None:
+    """The first truthy callback answer as the reason to stop, agreed across ranks (rank 0's)."""
+    reason = next((str(a) for a in answers if a), None)
+    if world > 1:
+        import torch.distributed as dist
+
+        shared = [reason]
+        dist.broadcast_object_list(shared, src=0)
+        reason = shared[0]
+    return reason
+
+
 def _facts(device: torch.device, world: int) -> dict[str, Any]:
     """The commit and machine a run's ``run.json`` records."""
     return {"git": git_commit(), "machine": machine_facts(device, world)}
@@ -192,7 +207,7 @@ def _train(
     model: UniFAR | None,
     resume: bool,
     eval_dataset: Any | None,
-    callbacks: list[Callable[[dict[str, Any]], None]],
+    callbacks: list[Callable[[dict[str, Any]], Any]],
     rank: int,
     world: int,
     local_rank: int,
@@ -253,6 +268,7 @@ def _train(
         warm_cache(model, cache, train_ftus, documents, args.progress and is_main, is_main)
     params = [p for g in optimizer.param_groups for p in g["params"]]
     last_ckpt, last_terms, eval_terms, ftus_seen = ckpt, {}, None, 0
+    stopped: dict[str, Any] | None = None  # set when a callback ends the run early
     t_loop = time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc="training", unit="step", disable=not (args.progress and is_main))
     log_file = open(log_path, "a", encoding="utf-8") if log_path is not None else None
@@ -324,7 +340,15 @@ def _train(
                     log_file.flush()
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lrs.get('base', 0):.2e}")
-                if step % args.save_every == 0 or step == total_steps:
+                # A callback may end the run: a truthy return (the reason), e.g. a dev curve that
+                # has flattened (unifar.learning_curve.DevCurve). Rank 0's answer counts.
+                answers = [cb(record) for cb in callbacks]
+                if args.freeze_base and callbacks:  # a callback's evaluation may have switched modes
+                    frozen_base_mode(model, top_k, args.top_layers_dropout)
+                stop_reason = _stop_reason(answers, world) if callbacks else None
+                if stop_reason:
+                    stopped = {"step": step, "reason": stop_reason}
+                if step % args.save_every == 0 or step == total_steps or stop_reason:
                     rng_states = gather_rng_states(world)  # collective: every rank calls it
                     if is_main:
                         at = (epoch, pos + 1) if pos + 1 < steps_per_epoch else (epoch + 1, 0)
@@ -332,8 +356,10 @@ def _train(
                                          "last_terms": dict(current), "train_ftus_sha256": train_digest}
                         last_ckpt = save_checkpoint(out_dir, model, optimizer, scheduler, rng_states, trainer_state,
                                                     args.keep_checkpoints)
-                for cb in callbacks:
-                    cb(record)
+                if stop_reason:
+                    break
+            if stopped:
+                break
     except TrainingDiverged as err:
         if is_main:  # record the failure; no checkpoint or final model is written after it
             write_run_info(out_dir, {
@@ -360,7 +386,7 @@ def _train(
             "ftus_per_second": round(ftus_seen / loop_seconds, 3) if loop_seconds > 0 else None,
             "peak_memory": peak_memory(device),
             "frozen_state_cache": {"inputs": len(cache), "hits": cache.hits, "misses": cache.misses} if cache else None,
-            "last_terms": last_terms, "held_out": eval_terms,
+            "last_terms": last_terms, "held_out": eval_terms, "stopped_early": stopped,
             "last_checkpoint": str(last_ckpt.relative_to(out_dir)) if last_ckpt else None, "final": "final",
         }
         if not args.keep_checkpoints_when_done and last_ckpt is not None:

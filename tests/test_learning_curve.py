@@ -1,0 +1,62 @@
+"""Training until the dev curve flattens (unifar.learning_curve.DevCurve as a train() callback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from unifar.learning_curve import DevCurve, Plateau, read_curve
+from unifar.train import train
+
+from .test_train import args_for, make_dataset, small
+
+
+def test_a_flat_dev_curve_ends_the_run_and_is_recorded(make_model, tmp_path):
+    model = make_model(**small())
+    values = iter([0.50, 0.60, 0.61, 0.60, 0.62, 0.9, 0.9])  # flat after the second evaluation
+    calls = []
+
+    def measure(m, record):
+        calls.append(record.get("step", 0))
+        assert m is model
+        return next(values)
+
+    out = tmp_path / "run"
+    curve = DevCurve(model, {"dev": measure, "step_seen": lambda m, r: float(r.get("step", 0))}, out, every=2,
+                     monitor="dev", patience=3, min_delta=0.05)
+    assert curve.begin()["dev"] == 0.50 and curve.begin() is None  # step 0 once
+    res = train(None, make_dataset(16), args_for(tmp_path, "run", epochs=10, max_steps=40, save_every=100),
+                model=model, callbacks=[curve])
+    # evaluations at steps 2, 4, 6, 8: 0.60 is the best, 0.61 / 0.60 / 0.62 do not beat it by 0.05
+    assert res.steps == 8 and calls == [0, 2, 4, 6, 8]
+    stop = res.run_info["stopped_early"]
+    assert stop["step"] == 8 and "dev flat for 3 evaluations (best 0.6 at step 2" in stop["reason"]
+    points = read_curve(out)
+    assert [p["step"] for p in points] == [0, 2, 4, 6, 8] and [p["step_seen"] for p in points] == [0, 2, 4, 6, 8]
+    assert curve.best["step"] == 2
+    assert json.loads((out / "run.json").read_text())["stopped_early"]["step"] == 8
+    # the final model and a checkpoint exist at the stop
+    assert (out / "final").is_dir() and res.last_checkpoint is not None
+
+
+def test_min_steps_and_a_resumed_curve(make_model, tmp_path):
+    model = make_model(**small())
+    out = tmp_path / "run"
+    constant = DevCurve(model, {"dev": lambda m, r: 1.0}, out, every=1, monitor="dev", patience=1, min_steps=3)
+    res = train(None, make_dataset(16), args_for(tmp_path, "run", epochs=10, max_steps=20), model=model,
+                callbacks=[constant])
+    assert res.steps == 3  # flat from step 1, but never stopped before min_steps
+    again = DevCurve(model, {"dev": lambda m, r: 1.0}, out, every=1, monitor="dev", patience=1)
+    assert [p["step"] for p in again.points] == [1, 2, 3] and again.plateau.since_best == 2  # read back
+
+
+def test_dev_curve_arguments_are_checked(make_model, tmp_path):
+    with pytest.raises(ValueError, match="monitor 'map' is not one of"):
+        DevCurve(None, {"dev": lambda m, r: 0.0}, tmp_path, every=1, monitor="map")
+    with pytest.raises(ValueError, match="every must be at least 1"):
+        DevCurve(None, {"dev": lambda m, r: 0.0}, tmp_path, every=0, monitor="dev")
+    with pytest.raises(ValueError, match="mode"):
+        Plateau(mode="up")
+    with pytest.raises(ValueError, match="finite"):
+        Plateau().update(float("nan"))

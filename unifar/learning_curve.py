@@ -1,0 +1,151 @@
+"""Learning curves on dev data, and training until they flatten.
+
+A run's loss on its own FTUs says how well it fits; whether it learns something that carries over
+is a *dev* question. :class:`DevCurve` is a training callback (:func:`unifar.train.train`'s
+``callbacks``): every ``every`` optimizer steps it evaluates a few dev measures of the model (for
+example CSFCube fold1_dev MAP, or the held-out FTUs' losses that the step's record carries),
+appends them to ``OUT/dev_curve.jsonl``, and ends the run once the monitored one has stopped
+improving (:class:`Plateau`). So a run trains until its dev curve flattens, not for a fixed
+handful of steps, within the step budget it was given.
+
+Only dev data may be monitored here (CSFCube fold1_dev, held-out FTUs): a test split never
+decides how long a model trains. CSFCube's fold1_dev is also fold2_test, so a chapter that stops
+on fold1_dev reports fold1_test beside the 2-fold figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve"]
+
+CURVE_NAME = "dev_curve.jsonl"
+
+#: A dev measure: ``fn(model, record) -> float`` (``record``: the step's log record, or ``{}``
+#: before training).
+Measure = Callable[[Any, Mapping[str, Any]], float]
+
+
+@dataclass
+class Plateau:
+    """Has a curve flattened? True once ``patience`` evaluations in a row have not improved on the
+    best value so far by more than ``min_delta`` (``mode``: "max" or "min").
+
+    >>> p = Plateau(mode="max", patience=2, min_delta=0.1)
+    >>> [p.update(v) for v in (1.0, 1.5, 1.55, 1.58)]    # +0.05, +0.08: not better by 0.1
+    [False, False, False, True]
+    >>> p.best, p.best_index
+    (1.5, 1)
+    >>> p.update(1.7), p.best_index                        # a real gain starts the count again
+    (False, 4)
+    """
+
+    mode: str = "max"
+    patience: int = 3
+    min_delta: float = 0.0
+    best: float | None = None
+    best_index: int = -1
+    seen: int = 0
+    since_best: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"Plateau mode must be 'max' or 'min', got {self.mode!r}")
+        if self.patience < 1:
+            raise ValueError(f"Plateau patience must be at least 1, got {self.patience}")
+        if self.min_delta < 0:
+            raise ValueError(f"Plateau min_delta must be at least 0, got {self.min_delta}")
+
+    def update(self, value: float) -> bool:
+        """Add the next value; True when the curve has flattened."""
+        if not math.isfinite(value):
+            raise ValueError(f"a dev curve value must be finite, got {value}")
+        if self.best is None or (value - self.best if self.mode == "max" else self.best - value) > self.min_delta:
+            self.best, self.best_index, self.since_best = value, self.seen, 0
+        else:
+            self.since_best += 1
+        self.seen += 1
+        return self.since_best >= self.patience
+
+
+def read_curve(path_or_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a ``dev_curve.jsonl`` (or ``DIR/dev_curve.jsonl``): ``{"step", **measures}``."""
+    p = Path(path_or_dir)
+    if p.is_dir():
+        p = p / CURVE_NAME
+    if not p.is_file():
+        return []
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass
+class DevCurve:
+    """A training callback that records dev measures every ``every`` steps and stops the run once
+    ``monitor`` has flattened (see the module docstring).
+
+    ``measures``: ``{name: fn(model, record) -> float}``; ``model``: the model being trained (the
+    callback evaluates it in place); ``output_dir``: the run folder (the curve is written to
+    ``OUT/dev_curve.jsonl`` and read back on a resume, so the plateau rule resumes too);
+    ``monitor``, ``mode``, ``patience``, ``min_delta``: the :class:`Plateau` rule; ``min_steps``:
+    never stop before this step. Call :meth:`begin` before training for the step-0 point.
+    """
+
+    model: Any
+    measures: Mapping[str, Measure]
+    output_dir: str | os.PathLike[str]
+    every: int
+    monitor: str
+    mode: str = "max"
+    patience: int = 3
+    min_delta: float = 0.0
+    min_steps: int = 0
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.every < 1:
+            raise ValueError(f"DevCurve every must be at least 1, got {self.every}")
+        if self.monitor not in self.measures:
+            raise ValueError(f"DevCurve monitor {self.monitor!r} is not one of the measures {sorted(self.measures)}")
+        self.path = Path(self.output_dir) / CURVE_NAME
+        self.plateau = Plateau(self.mode, self.patience, self.min_delta)
+        self.points = read_curve(self.path)  # a resumed run continues its curve
+        for p in self.points:
+            self.plateau.update(float(p[self.monitor]))
+
+    def _add(self, step: int, record: Mapping[str, Any]) -> dict[str, Any]:
+        point = {"step": step, **{name: float(fn(self.model, record)) for name, fn in self.measures.items()}}
+        self.points.append(point)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(point) + "\n")
+        return point
+
+    def begin(self) -> dict[str, Any] | None:
+        """The step-0 point (the untrained model), unless the curve already has one."""
+        if any(p["step"] == 0 for p in self.points):
+            return None
+        point = self._add(0, {})
+        self.plateau.update(point[self.monitor])
+        return point
+
+    def __call__(self, record: Mapping[str, Any]) -> str | None:
+        step = int(record["step"])
+        if step % self.every or any(p["step"] == step for p in self.points):
+            return None
+        point = self._add(step, record)
+        flat = self.plateau.update(point[self.monitor])
+        if flat and step >= self.min_steps:
+            best = self.points[self.plateau.best_index]
+            return (f"{self.monitor} flat for {self.patience} evaluations (best {best[self.monitor]:.4g} "
+                    f"at step {best['step']}, min_delta {self.min_delta:g})")
+        return None
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The point with the best monitored value so far."""
+        return self.points[self.plateau.best_index] if self.points else None
