@@ -1,0 +1,50 @@
+"""The minimum detectable effect (unifar.evaluation.power): it means what it says, checked by
+simulating benchmarks whose true difference is the MDE."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from unifar.evaluation.bootstrap import paired_bootstrap
+from unifar.evaluation.power import minimum_detectable_effect, power_for, verdict
+
+
+def test_a_true_difference_of_one_mde_is_detected_about_80_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    n, sd = 50, 10.0  # CSFCube-sized: 50 query facets, per-query AP differences of 10 points
+    base = {f"q{i}": float(x) for i, x in enumerate(rng.uniform(0, 100, n))}
+    reference = {q: v + rng.normal(0.0, sd) for q, v in base.items()}
+    mde = minimum_detectable_effect(reference, base)
+    assert mde.mde == pytest.approx(2.8 * sd / np.sqrt(n), rel=0.2)
+    detected = 0
+    trials = 200
+    for t in range(trials):  # fresh benchmarks of the same kind, true difference = the MDE
+        noise = rng.normal(0.0, sd, n)
+        noise -= noise.mean() - rng.normal(0.0, sd / np.sqrt(n))  # the sample mean varies as it would
+        system = {q: base[q] + mde.mde + e for q, e in zip(base, noise)}
+        detected += not paired_bootstrap(system, base, n_resamples=400, seed=t).within_noise
+    assert 0.65 <= detected / trials <= 0.92  # 80 % nominal (normal approximation, 200 trials)
+
+
+def test_strata_and_arguments():
+    a = {"a1": 1.0, "a2": 3.0, "b1": 0.0, "b2": 0.0}
+    b = {q: 0.0 for q in a}
+    flat = minimum_detectable_effect(a, b)
+    strat = minimum_detectable_effect(a, b, strata=[["a1", "a2"], ["b1", "b2"]])
+    assert strat.se < flat.se  # stratum b has no spread; only a's half varies, at weight 1/2
+    with pytest.raises(KeyError, match="different queries"):
+        minimum_detectable_effect({"q": 1.0}, {"r": 1.0})
+    with pytest.raises(ValueError, match="power"):
+        minimum_detectable_effect(a, b, power=1.0)
+    assert power_for(strat.mde, strat.se) == pytest.approx(0.8, abs=0.01)
+    assert strat.detects(strat.mde) and not strat.detects(0.5 * strat.mde)
+
+
+def test_verdict_labels():
+    from unifar.evaluation.bootstrap import PairedResult
+
+    within = PairedResult(diff=0.1, low=-1.0, high=1.2, flip=0.4, n=50)
+    assert verdict(within, 2.5, effect_sought=1.87) == "underpowered"
+    assert verdict(within, 1.5, effect_sought=-1.87) == "no detectable difference"
+    assert verdict(PairedResult(diff=1.0, low=0.2, high=1.8, flip=0.01, n=50), 9.0, 1.87) == "better"

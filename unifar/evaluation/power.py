@@ -1,0 +1,120 @@
+"""Power before verdicts: the smallest difference a paired comparison on a benchmark can detect.
+
+A paired bootstrap (:func:`unifar.evaluation.bootstrap.paired_bootstrap`) that finds no difference
+says little when the benchmark could not have detected a difference of the size sought. So every
+training comparison states, before it runs, its **minimum detectable effect** (MDE): the true
+mean difference that a two-sided test at level ``alpha`` detects with probability ``power``,
+
+.. math::
+    \\mathrm{MDE} = (z_{1-\\alpha/2} + z_{\\text{power}}) \\cdot \\mathrm{SE}(\\bar d),
+
+where ``SE`` is the bootstrap standard error of the mean per-query difference ``d`` (resampling
+queries, within strata, as the paired bootstrap does). Before the compared system exists, ``d``
+comes from a *reference pair* scored on the same queries: the base and another system whose
+per-query deviations from the base are of the kind expected (the chapters use the base against the
+hybrid teacher that the trained model imitates, and name the pair). A comparison whose MDE
+exceeds the effect it looks for is **underpowered** (:func:`verdict`): its "no difference" is
+not evidence of no effect. Normal approximation, as in Webber, Moffat & Zobel (2008), *Statistical
+power in retrieval experimentation*; Sakai (2016), *Statistical significance, power, and sample
+sizes*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
+
+__all__ = ["MDE", "minimum_detectable_effect", "power_for", "verdict", "VERDICTS"]
+
+#: The labels :func:`verdict` gives a comparison.
+VERDICTS = ("better", "worse", "no detectable difference", "underpowered")
+
+
+@dataclass(frozen=True)
+class MDE:
+    """A benchmark's minimum detectable effect for one reference pair."""
+
+    mde: float  # the smallest true mean difference detected with probability `power`
+    se: float  # bootstrap standard error of the mean per-query difference
+    n: int  # queries
+    power: float = 0.8
+    alpha: float = 0.05
+    reference: str = ""  # which pair the per-query differences came from
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+    def detects(self, effect: float) -> bool:
+        """Whether a true difference of ``|effect|`` is at least the MDE."""
+        return abs(effect) >= self.mde
+
+
+def minimum_detectable_effect(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    power: float = 0.8,
+    alpha: float = 0.05,
+    strata: Sequence[Sequence[str]] | None = None,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+    reference: str = "",
+) -> MDE:
+    """The MDE of a paired comparison on the queries of ``a`` and ``b`` (per-query scores of the
+    reference pair, ``{qid: value}``), at ``power`` and two-sided level ``alpha`` (module docstring).
+
+    Per-query differences of 2 and 0: a resampled mean is 0, 1 or 2 with probabilities 1/4, 1/2,
+    1/4, so the SE is ``sqrt(1/2)`` and the MDE at 80 % power ``(1.96 + 0.84) sqrt(1/2)``, about 2:
+
+    >>> m = minimum_detectable_effect({"q1": 2.0, "q2": 0.0}, {"q1": 0.0, "q2": 0.0}, n_resamples=20000)
+    >>> round(m.se, 1), round(m.mde, 1), m.n
+    (0.7, 2.0, 2)
+    >>> minimum_detectable_effect({"q": 1.0}, {"q": 1.0}).mde    # identical systems: any difference shows
+    0.0
+    """
+    if not 0.0 < power < 1.0 or not 0.0 < alpha < 1.0:
+        raise ValueError(f"power and alpha must be in (0, 1), got power={power}, alpha={alpha}")
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b))
+        raise KeyError(f"the reference pair was scored on different queries ({len(only)} unpaired, e.g. {only[:3]})")
+    diffs = {q: float(a[q]) - float(b[q]) for q in a}
+    groups = _groups(diffs, strata)
+    reps = bootstrap_means(groups, n_resamples, seed)
+    se = float(np.std(reps, ddof=1)) if n_resamples > 1 else 0.0
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    return MDE(mde=z * se, se=se, n=int(sum(g.size for g in groups)), power=power, alpha=alpha, reference=reference)
+
+
+def power_for(effect: float, se: float, alpha: float = 0.05) -> float:
+    """Probability that a two-sided test at ``alpha`` detects a true difference ``effect`` when the
+    mean difference has standard error ``se`` (normal approximation).
+
+    >>> round(power_for(2.8, 1.0), 2), power_for(0.0, 0.0), power_for(1.0, 0.0)
+    (0.8, 0.0, 1.0)
+    """
+    if se <= 0:
+        return 1.0 if effect != 0 else 0.0
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    shift = abs(effect) / se
+    return float(NormalDist().cdf(shift - z) + NormalDist().cdf(-shift - z))
+
+
+def verdict(result: PairedResult, mde: MDE | float, effect_sought: float) -> str:
+    """The label of a paired comparison (one of :data:`VERDICTS`): ``better`` / ``worse`` when its
+    interval excludes 0; otherwise ``underpowered`` when the benchmark's MDE exceeds the effect
+    sought, else ``no detectable difference`` (a difference of the size sought would have shown).
+
+    >>> r = PairedResult(diff=0.3, low=-0.5, high=1.1, flip=0.2, n=50)
+    >>> verdict(r, 3.9, effect_sought=1.87), verdict(r, 1.2, effect_sought=1.87)
+    ('underpowered', 'no detectable difference')
+    >>> verdict(PairedResult(diff=-2.0, low=-3.0, high=-1.0, flip=0.0, n=50), 3.9, 1.87)
+    'worse'
+    """
+    if not result.within_noise:
+        return "better" if result.diff > 0 else "worse"
+    size = mde.mde if isinstance(mde, MDE) else float(mde)
+    return "underpowered" if size > abs(effect_sought) else "no detectable difference"
