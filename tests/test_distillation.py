@@ -162,3 +162,24 @@ def test_distillation_config_is_checked():
     with pytest.raises(ValueError, match="distill_weight"):
         UniFARConfig(distill_weight=-1.0)
     assert UniFARConfig().distill_weight == 0.0  # the paper's objective by default
+
+
+def test_the_single_vector_control_is_the_token_mean_and_trains_on_the_same_loop(make_model, tmp_path, docs):
+    """aggregation="mean" (chapter 5's control): every facet embedding is the mean of the input's
+    token states; the same loop trains it on the same FTUs and teacher lists."""
+    from unifar.pooling import mean_pool
+
+    control = make_model(aggregation="mean", use_kl_loss=False, distill_weight=1.0, **small()).eval()
+    items = control.tokenize_documents(docs)
+    from unifar.text import collate
+
+    batch = collate(items, control.tokenizer.pad_token_id)
+    with torch.no_grad():
+        out = control(batch)
+        expect = torch.nn.functional.normalize(mean_pool(control.token_states(batch), batch.attention_mask), dim=-1)
+    assert torch.allclose(out.embeddings, expect.unsqueeze(1).expand_as(out.embeddings), atol=1e-6)
+    assert torch.equal(out.embeddings[:, 0], out.embeddings[:, 2])  # facets cannot differ
+    res = train(None, with_teachers(make_dataset(8)), args_for(tmp_path, max_steps=2), model=control.train())
+    assert res.steps == 2 and res.last_terms["l_kd"] > 0 and res.last_terms["l_kl"] == 0.0
+    with pytest.raises(ValueError, match="use_kl_loss=False"):
+        UniFARConfig(aggregation="mean")

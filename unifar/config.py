@@ -55,6 +55,11 @@ class UniFARConfig:
     # trains them (True).
     train_values: bool = True
     seed: int = 0  # seeds the aggregation module's initialisation
+    # "facets": the paper's facet aggregation. "mean": a single-vector control (not the paper's
+    # model): every facet embedding is the mean of all token states of the input, so a model
+    # trained by the same loop on the same FTUs differs from UniFAR only in facet-awareness
+    # (chapter 5's control). It has no facet attention, so it needs use_kl_loss=False.
+    aggregation: str = "facets"
 
     # --- training (section 4.2, appendix A) ----------------------------------------------
     temperature: float = 0.08  # paper
@@ -107,6 +112,10 @@ class UniFARConfig:
             raise ValueError(f"max_tokens must be at least 8, got {self.max_tokens}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be positive, got {self.temperature}")
+        if self.aggregation not in ("facets", "mean"):
+            raise ValueError(f"aggregation must be 'facets' or 'mean', got {self.aggregation!r}")
+        if self.aggregation == "mean" and self.use_kl_loss:
+            raise ValueError("aggregation='mean' has no facet attention for L_KL to supervise; set use_kl_loss=False")
         if self.distill_temperature <= 0:
             raise ValueError(f"distill_temperature must be positive, got {self.distill_temperature}")
         if self.distill_loss not in DISTILL_LOSSES:

@@ -30,7 +30,7 @@ from .base_models import encoder_and_tokenizer, encoder_layers, run_layers, top_
 from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, check_model_folder, load_weights
 from .config import UniFARConfig
 from .files import file_digests, write_json
-from .pooling import length_order, sentence_states
+from .pooling import length_order, mean_pool, sentence_states
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
 
@@ -237,7 +237,9 @@ class UniFAR(nn.Module):
         return out, w
 
     def aggregate(self, tokens: torch.Tensor, batch: Batch, need_kl_attention: bool = False) -> UniFAROutput:
-        """Facet aggregation of section 3.2 on base token states [B, L, h]."""
+        """Facet aggregation of section 3.2 on base token states [B, L, h] (``aggregation="mean"``: the control)."""
+        if self.config.aggregation == "mean":
+            return self._mean_aggregate(tokens, batch)
         n_max = batch.max_sentences
         S, sent_mask = sentence_states(tokens, batch.sentence_ids, n_max)
         tok_mask = batch.attention_mask.bool()
@@ -264,6 +266,13 @@ class UniFAR(nn.Module):
             _, kl_attn = self._attend(self.mha_sent, Qd, Sd, sent_mask)
         return UniFAROutput(embeddings=F.normalize(emb.float(), dim=-1), attention=attn, uses_sentences=use_sent,
                             sentence_mask=sent_mask, token_mask=tok_mask, kl_attention=kl_attn)
+
+    def _mean_aggregate(self, tokens: torch.Tensor, batch: Batch) -> UniFAROutput:
+        """The single-vector control: every facet embedding is the input's token mean."""
+        m, F_ = batch.attention_mask, self.config.n_facets
+        w = (m / m.sum(dim=1, keepdim=True).clamp(min=1)).float().unsqueeze(1).expand(-1, F_, -1)
+        return UniFAROutput(F.normalize(mean_pool(tokens, m), dim=-1).unsqueeze(1).expand(-1, F_, -1), w, m[:, 0] < 0,
+                            sentence_states(tokens, batch.sentence_ids, batch.max_sentences)[1], m.bool())
 
     def forward(self, batch: Batch, need_kl_attention: bool = False) -> UniFAROutput:
         """Facet aggregation (:meth:`aggregate`) on the base encoder's token states of ``batch``."""
@@ -359,11 +368,8 @@ class UniFAR(nn.Module):
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         """Parameters by learning-rate group (appendix A): base, anchors, aggregation."""
         groups: dict[str, list[nn.Parameter]] = {"base": [], "anchors": [], "aggregation": []}
-        for name, p in self.named_parameters():
-            if not p.requires_grad:
-                continue
-            key = "base" if name.startswith("base.") else "anchors" if name == "anchors" else "aggregation"
-            groups[key].append(p)
+        for name, p in ((n, p) for n, p in self.named_parameters() if p.requires_grad):
+            groups["base" if name.startswith("base.") else "anchors" if name == "anchors" else "aggregation"].append(p)
         return groups
 
     # ------------------------------------------------------------------ persistence

@@ -32,6 +32,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -55,8 +56,10 @@ def main(argv: list[str] | None = None) -> dict:
                     "(default: the identity-initialised model, with and without MHA_tok)")
     ap.add_argument("--out", default="results/ch04/tuning_dev.json")
     ap.add_argument("--work", default="artifacts/tune_dev", help="scratch folder for the runs")
-    ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, "
-                    "train_top_layers: int, top_layers_dropout: bool, freeze_base: bool, seed: int}}; a row's seed "
+    ap.add_argument("--grid", default=None, help="JSON {name: {config: {...}, real_only: bool, epochs: int, max_steps: int, "
+                    "train_top_layers: int, top_layers_dropout: bool, freeze_base: bool, seed: int, "
+                    "max_teacher_candidates: int, dev_every: int, patience: int, min_delta: float}}; dev_every k "
+                    "records a fold1_dev MAP curve every k steps and stops when it flattens; a row's seed "
                     "reseeds its initialisation and training order (the held-out split stays --seed's); "
                     "freeze_base false trains every base parameter (the paper; a GPU's work) with no state cache")
     ap.add_argument("--base-model", default="minilm", help="minilm (default), mpnet, a hub id or a local encoder folder")
@@ -83,6 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.files import write_json
     from unifar.runtime import git_commit, machine_facts
     from unifar.config import TrainArgs
+    from unifar.learning_curve import DevCurve
     from unifar.train import train
 
     torch.manual_seed(args.seed)
@@ -198,14 +202,32 @@ def main(argv: list[str] | None = None) -> dict:
         own_base = k or not frozen
         model = UniFAR(cfg, base_model=copy.deepcopy(base.base) if own_base else base.base, tokenizer=base.tokenizer)
         work = Path(args.work) / name.replace(" ", "_").replace("/", "-")
+        shutil.rmtree(work, ignore_errors=True)  # a fresh run (and dev curve) for every row
+        callbacks, curve = [], None
+        if spec.get("dev_every"):  # a fold1_dev learning curve; the run stops once it flattens
+            cube_fn = UniFARRetriever(model, state_cache=cache(k, "cube") if frozen else None)
+
+            def dev_map(m, record, fn=cube_fn) -> float:
+                ranked = rank_pools(fn.csfcube_score_fn(cube), cube)
+                return aggregate_csfcube(csfcube_per_query(ranked, cube), cube, split="dev")["all"]["map"]
+
+            curve = DevCurve(model, {"fold1_dev_map": dev_map,
+                                     "held_out_l_kd": lambda m, r: float((r.get("eval") or {}).get("l_kd", float("nan")))},
+                             work, every=int(spec["dev_every"]), monitor="fold1_dev_map",
+                             patience=int(spec.get("patience", 3)), min_delta=float(spec.get("min_delta", 0.1)))
+            callbacks.append(curve)
         res = train(None, only_real(tr) if spec.get("real_only") else tr,
                     TrainArgs(output_dir=str(work), freeze_base=frozen, progress=False, seed=seed, save_every=10**6,
-                              epochs=spec.get("epochs"), train_top_layers=k,
+                              epochs=spec.get("epochs"), max_steps=spec.get("max_steps"), train_top_layers=k,
+                              max_teacher_candidates=spec.get("max_teacher_candidates"),
+                              eval_every=int(spec.get("dev_every", 0)),
                               top_layers_dropout=bool(spec.get("top_layers_dropout", False))),
-                    model=model, state_cache=cache(k, "ftu") if frozen else None, eval_dataset=ev)
+                    model=model, state_cache=cache(k, "ftu") if frozen else None, eval_dataset=ev, callbacks=callbacks)
         held_out = {k: round(v, 3) for k, v in (res.run_info.get("held_out") or {}).items() if isinstance(v, float)}
         runs[name] = {"spec": spec, **evaluate(res.model, k if frozen else None), "held_out_loss": held_out,
                       "steps": res.steps, "seconds": round(time.perf_counter() - t0, 1),
+                      "stopped_early": res.run_info.get("stopped_early"),
+                      "dev_curve": curve.points if curve is not None else None,
                       "ftus_per_second": res.run_info.get("ftus_per_second"), "bf16": res.run_info.get("bf16")}
         print(name, runs[name], flush=True)
         save()
