@@ -48,3 +48,49 @@ def test_verdict_labels():
     assert verdict(within, 2.5, effect_sought=1.87) == "underpowered"
     assert verdict(within, 1.5, effect_sought=-1.87) == "no detectable difference"
     assert verdict(PairedResult(diff=1.0, low=0.2, high=1.8, flip=0.01, n=50), 9.0, 1.87) == "better"
+
+
+def _result(rng, n=40):
+    """A minimal evaluate_all result: CSFCube (two folds) and PubMedQA, three systems."""
+    import numpy as np
+
+    def systems(ids, shift):
+        base = {q: float(v) for q, v in zip(ids, rng.uniform(0, 100, len(ids)))}
+        ref = {q: v + rng.normal(0, 8) for q, v in base.items()}
+        model = {q: v + shift + rng.normal(0, 8) for q, v in base.items()}
+        out = {}
+        for name, pq in (("mean", base), ("hybrid-mean", ref), ("unifar-trained", model)):
+            metric = "all/map" if ids[0].startswith("c") else "mrr@10"
+            out[name] = {"metrics": {metric: float(np.mean(list(pq.values())))}, "per_query": {metric: pq}}
+        return out
+
+    cs_ids = [f"c{i}" for i in range(n)]
+    return {"benchmarks": {
+        "csfcube": {"kind": "csfcube", "systems": systems(cs_ids, 20.0),
+                    "strata": {"all/map": [cs_ids[: n // 2], cs_ids[n // 2:]]},
+                    "strata_names": ["fold1_test", "fold2_test"]},
+        "pubmedqa": {"kind": "qdoc", "systems": systems([f"p{i}" for i in range(n)], 0.0)}}}
+
+
+def test_power_table_and_labelled_verdicts():
+    from unifar.evaluation.power import label_verdicts, power_table
+    from unifar.evaluation.report import verdict_table
+
+    res = _result(np.random.default_rng(1))
+    effects = {"csfcube": {"all/map": 1.87}, "pubmedqa": {"mrr@10": 50.0}}
+    power = power_table(res, "mean", "hybrid-mean", effects, folds=(None, "fold1_test"))
+    assert list(power.benchmark) == ["csfcube", "csfcube", "pubmedqa"] and list(power.fold) == ["", "fold1_test", ""]
+    whole, fold1 = power.iloc[0], power.iloc[1]
+    assert fold1.n == 20 and fold1.mde > whole.mde  # half the queries: a larger MDE
+    assert not whole.powered and power.iloc[2].powered  # 1.87 is below the MDE, 50 points above it
+    verdicts = verdict_table(res, "unifar-trained", ["mean"], metrics={"csfcube": ["all/map"], "pubmedqa": ["mrr@10"]})
+    labelled = label_verdicts(verdicts, power).set_index("benchmark")
+    assert labelled.loc["csfcube", "verdict"] == "better"  # a 20-point shift shows anyway
+    assert labelled.loc["pubmedqa", "verdict"] in ("no detectable difference", "better", "worse")
+    assert labelled.loc["csfcube", "mde"] == pytest.approx(whole.mde)
+    # the same comparison looking for the paper's +1.87 on PubMedQA instead: underpowered
+    small = power_table(res, "mean", "hybrid-mean", {"pubmedqa": {"mrr@10": 0.53}})
+    relabelled = label_verdicts(verdicts[verdicts.benchmark == "pubmedqa"], small)
+    assert relabelled.verdict.iloc[0] in ("underpowered", "better", "worse")
+    if verdicts[verdicts.benchmark == "pubmedqa"].verdict.iloc[0] == "within noise":
+        assert relabelled.verdict.iloc[0] == "underpowered"

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="also hold out every FTU whose query document id starts with PREFIX; 'pubmedqa:' makes "
                          "the PubMedQA train half a clean q-doc dev set (none of its questions is trained on)")
     ap.add_argument("--mean-pooling", action="store_true", help="add the base encoder's mean pooling as a reference row")
-    ap.add_argument("--cache-dir", default="artifacts/cache", help="mean-pooling embedding cache (chapter 1's)")
+    ap.add_argument("--cache-dir", default="artifacts/cache", help="the chapters' cache: mean-pooling embeddings "
+                    "and the frozen base's token states (read and extended)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -115,12 +116,15 @@ def main(argv: list[str] | None = None) -> dict:
     pm_held = [i for i, (t, _) in enumerate(pm_q) if t in held_text]
     print(f"PubMedQA train half: {len(pm_q)} questions ({len(pm_held)} of them held out) against {len(pm_docs)} abstracts",
           flush=True)
-    # One set of caches per number of trained top base layers k: the states entering those
-    # layers are shared by every variant with the same k (k = 0: the frozen base's last states).
-    caches: dict[int, dict[str, TokenStateCache]] = {}
+    # One cache per number of trained top base layers k: the states entering those layers are
+    # shared by every variant with the same k (k = 0: the frozen base's last states), on disk
+    # under --cache-dir, so the chapters and later sweeps find them (the base runs once per input).
+    caches: dict[int, TokenStateCache] = {}
 
-    def cache(k: int, name: str) -> TokenStateCache:
-        return caches.setdefault(k, {}).setdefault(name, TokenStateCache(top_layers=k))
+    def cache(k: int, name: str = "") -> TokenStateCache:
+        if k not in caches:
+            caches[k] = TokenStateCache.on_disk(base, args.cache_dir, top_layers=k)
+        return caches[k]
 
     def ranks(retriever, questions, documents, gold) -> np.ndarray:
         scores = retriever.score(questions, retriever.index(documents))
@@ -155,6 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     def save() -> dict:
         """Write every row so far (atomically): a run killed for time keeps its finished rows."""
+        for c in caches.values():
+            c.save()
         out = {"what": f"dev-only tuning of chapter 4's training profile (UniFAR on {args.base_model}): CSFCube "
                        "fold1_dev MAP and held-out FTU question -> source-document retrieval (percent)",
                "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),

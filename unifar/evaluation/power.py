@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
 
-__all__ = ["MDE", "minimum_detectable_effect", "power_for", "verdict", "VERDICTS"]
+__all__ = ["MDE", "minimum_detectable_effect", "power_for", "verdict", "VERDICTS", "effects_sought", "power_table",
+           "label_verdicts"]
 
 #: The labels :func:`verdict` gives a comparison.
 VERDICTS = ("better", "worse", "no detectable difference", "underpowered")
@@ -118,3 +120,81 @@ def verdict(result: PairedResult, mde: MDE | float, effect_sought: float) -> str
         return "better" if result.diff > 0 else "worse"
     size = mde.mde if isinstance(mde, MDE) else float(mde)
     return "underpowered" if size > abs(effect_sought) else "no detectable difference"
+
+
+def effects_sought(pair: tuple[str, str] = ("MPNet", "UniFAR-MPNet")) -> dict[str, dict[str, float]]:
+    """The effects a training comparison looks for, *reported in the paper*: UniFAR's gain over its
+    own base encoder (``pair``, table 2 for CSFCube per facet and aggregated; table 1's DORIS-MAE
+    Query MAP for every q-doc benchmark, the paper's q-doc claim), in percentage points, keyed like
+    :data:`unifar.evaluation.report.HEADLINE_METRICS`.
+
+    >>> e = effects_sought(); round(e["csfcube"]["all/map"], 2), round(e["pubmedqa"]["mrr@10"], 2)
+    (1.87, 0.53)
+    """
+    from .. import paper
+
+    base, model = pair
+    t1, t2 = paper.UNIFAR_TABLE1, paper.UNIFAR_TABLE2
+    cs = {f"{f}/map": t2.value(model, f"{f} MAP") - t2.value(base, f"{f} MAP") for f in ("background", "method", "result")}
+    cs["all/map"] = t2.value(model, "aggregated MAP") - t2.value(base, "aggregated MAP")
+    qdoc = t1.value(model, "Query MAP") - t1.value(base, "Query MAP")
+    return {"csfcube": cs, "cranfield": {"ndcg@10": qdoc, "map": qdoc}, "pubmedqa": {"mrr@10": qdoc},
+            "scirepeval": {"ndcg@10": qdoc}}
+
+
+def power_table(result: Mapping[str, Any], base: str, reference: str,
+                effects: Mapping[str, Mapping[str, float]] | None = None, folds: Sequence[str | None] = (None,),
+                n_resamples: int = N_RESAMPLES, seed: int = 0):
+    """The MDE of every comparison against ``base`` on every benchmark of an
+    :func:`~unifar.evaluation.runner.evaluate_all` result, stated before the compared model is
+    looked at: per-query differences of the reference pair (``reference`` minus ``base``, both
+    measured in ``result``), on the metrics of ``effects`` (default :func:`effects_sought`).
+
+    One row per benchmark, fold (None: the whole benchmark, CSFCube resampled within its folds;
+    a CSFCube fold name: that fold's queries) and metric, with ``n, se, mde, effect_sought,
+    powered`` (``mde <= |effect_sought|``) and ``reference`` (the pair's name).
+    """
+    import pandas as pd
+
+    from .report import fold_strata
+
+    effects = effects_sought() if effects is None else effects
+    rows = []
+    for bench, entry in result["benchmarks"].items():
+        systems = entry["systems"]
+        if bench not in effects or base not in systems or reference not in systems:
+            continue
+        for fold in folds:
+            if fold is not None and entry.get("kind") != "csfcube":
+                continue
+            for metric, effect in effects[bench].items():
+                if metric not in systems[base]["per_query"]:
+                    continue
+                a, b = systems[reference]["per_query"][metric], systems[base]["per_query"][metric]
+                strata = entry.get("strata", {}).get(metric)
+                if fold is not None:
+                    ids = fold_strata(entry, metric)[fold]
+                    a, b, strata = {q: a[q] for q in ids}, {q: b[q] for q in ids}, None
+                m = minimum_detectable_effect(a, b, strata=strata, n_resamples=n_resamples, seed=seed,
+                                              reference=f"{reference} - {base}")
+                rows.append({"benchmark": bench, "fold": fold or "", "metric": metric, "n": m.n, "se": m.se,
+                             "mde": m.mde, "effect_sought": float(effect), "powered": m.detects(effect),
+                             "reference": m.reference})
+    return pd.DataFrame(rows, columns=["benchmark", "fold", "metric", "n", "se", "mde", "effect_sought", "powered",
+                                       "reference"])
+
+
+def label_verdicts(verdicts: Any, power: Any) -> Any:
+    """``verdicts`` (:func:`unifar.evaluation.report.verdict_table`) with the MDE and effect sought
+    of each row's benchmark, fold and metric from ``power`` (:func:`power_table`), and every
+    "within noise" verdict replaced by :func:`verdict`'s label: "underpowered" where the MDE
+    exceeds the effect sought, "no detectable difference" where it does not. Rows without a
+    power estimate keep their verdict."""
+    keys = ["benchmark", "fold", "metric"]
+    out = verdicts.merge(power[keys + ["mde", "effect_sought"]], on=keys, how="left")
+    within = out["verdict"] == "within noise"
+    has = out["mde"].notna()
+    under = out["mde"] > out["effect_sought"].abs()
+    out.loc[within & has & under, "verdict"] = "underpowered"
+    out.loc[within & has & ~under, "verdict"] = "no detectable difference"
+    return out
