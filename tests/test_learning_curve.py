@@ -60,3 +60,17 @@ def test_dev_curve_arguments_are_checked(make_model, tmp_path):
         Plateau(mode="up")
     with pytest.raises(ValueError, match="finite"):
         Plateau().update(float("nan"))
+
+
+def test_held_out_measure_uses_the_records_value_or_computes_it(make_model):
+    from unifar.config import TrainArgs
+    from unifar.learning_curve import held_out_measure
+
+    from .test_distillation import with_teachers
+
+    ds = with_teachers(make_dataset(6))
+    model = make_model(**small()).eval()
+    measure = held_out_measure("l_kd", ds.ftus[:4], ds.documents, TrainArgs(progress=False))
+    assert measure(model, {"eval": {"l_kd": 0.25}}) == 0.25  # the step's own held-out value
+    computed = measure(model, {})  # no record: computed on the held-out FTUs
+    assert computed > 0 and measure(model, {}) == computed

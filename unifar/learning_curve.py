@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve"]
+__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "csfcube_dev_measure", "held_out_measure"]
 
 CURVE_NAME = "dev_curve.jsonl"
 
@@ -149,3 +149,38 @@ class DevCurve:
     def best(self) -> dict[str, Any] | None:
         """The point with the best monitored value so far."""
         return self.points[self.plateau.best_index] if self.points else None
+
+
+def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", metric: str = "map") -> Measure:
+    """A :data:`Measure`: the model's CSFCube **fold1_dev** score (aggregated MAP by default), in
+    percent, by the official protocol (:mod:`unifar.evaluation.csfcube`); ``state_cache`` shares a
+    frozen base's states across the evaluations of a run."""
+
+    def measure(model: Any, record: Mapping[str, Any]) -> float:
+        from .evaluation.csfcube import aggregate_csfcube, csfcube_per_query, rank_pools
+        from .evaluation.dense import UniFARRetriever
+
+        fn = UniFARRetriever(model, state_cache=state_cache, show_progress=False).csfcube_score_fn(cube)
+        return float(aggregate_csfcube(csfcube_per_query(rank_pools(fn, cube), cube), cube, split="dev")[facet][metric])
+
+    return measure
+
+
+def held_out_measure(term: str, ftus: Any, documents: Mapping[str, Any], args: Any, state_cache: Any = None) -> Measure:
+    """A :data:`Measure`: a held-out loss term (e.g. ``"l_kd"``, how far the student ranks from
+    the teacher on FTUs it does not train on): the step record's own held-out value when the
+    run computed one at that step (``TrainArgs.eval_every``), else computed here
+    (:func:`unifar.objective.held_out_loss`, e.g. for the untrained point)."""
+
+    def measure(model: Any, record: Mapping[str, Any]) -> float:
+        held = record.get("eval")
+        if not held or term not in held:
+            from contextlib import nullcontext
+
+            from .objective import held_out_loss
+
+            held = held_out_loss(model, list(ftus), documents, args, float(record.get("progress", 0.0)), nullcontext(),
+                                 state_cache)
+        return float(held.get(term, float("nan")))
+
+    return measure

@@ -8,7 +8,7 @@ import numpy as np
 
 from .facets import FACET_SHORT
 
-__all__ = ["plot_attention", "plot_facet_similarity", "plot_facet_matrix_panels", "plot_span_attention",
+__all__ = ["plot_dev_curves", "plot_attention", "plot_facet_similarity", "plot_facet_matrix_panels", "plot_span_attention",
            "plot_results", "plot_losses"]
 
 
@@ -165,7 +165,8 @@ def plot_losses(
 ) -> Any:
     """Training curves from a run's ``log.jsonl`` (a file, a run folder or the records).
 
-    One line per loss term of section 4.2 (``L_total``, ``L_DD``, ``L_QD``, ``L_KL``), smoothed by
+    One line per loss term of section 4.2 (``L_total``, ``L_DD``, ``L_QD``, ``L_KL``, and the
+    distillation term ``L_KD`` when the run used it), smoothed by
     a centred rolling mean over ``smooth`` steps (default: about 2 % of the run), the held-out
     loss as points when logged, and the KL weight lambda on a second axis.
     """
@@ -182,7 +183,7 @@ def plot_losses(
         raise ValueError("no log records to plot")
     df = pd.DataFrame(records).sort_values("step")
     window = smooth or max(1, len(df) // 50)
-    names = {"loss": "L_total", "l_dd": "L_DD", "l_qd": "L_QD", "l_kl": "L_KL"}
+    names = {"loss": "L_total", "l_dd": "L_DD", "l_qd": "L_QD", "l_kl": "L_KL", "l_kd": "L_KD"}
     cols = [c for c in names if c in df]
     smoothed = df[cols].rolling(window, min_periods=1, center=True).mean()
     smoothed["step"] = df["step"].to_numpy()
@@ -203,4 +204,28 @@ def plot_losses(
         ax2.tick_params(axis="y", colors="grey")
     ax.legend(fontsize=8, loc="upper right")
     ax.set_title(title or "training losses")
+    return ax
+
+
+def plot_dev_curves(curves: Any, measure: str, ax: Any = None, title: str | None = None,
+                    reference: dict[str, float] | None = None) -> Any:
+    """Dev learning curves: ``curves`` maps a run's label to its ``dev_curve.jsonl`` records
+    (:func:`unifar.learning_curve.read_curve`, ``{"step", measure, ...}``); one line per run, a
+    marker at its best point, and a dashed horizontal line per ``reference`` value (e.g. the base
+    encoder's score on the same dev split)."""
+    import pandas as pd
+    import seaborn as sns
+
+    rows = [{"run": label, "step": p["step"], measure: p[measure]} for label, pts in curves.items() for p in pts
+            if measure in p]
+    if not rows:
+        raise ValueError(f"no dev curve records with {measure!r}")
+    df = pd.DataFrame(rows)
+    ax = _axes(ax, (7.0, 3.4))
+    sns.lineplot(data=df, x="step", y=measure, hue="run", marker="o", ax=ax)
+    for name, value in (reference or {}).items():
+        ax.axhline(value, linestyle="--", color="grey", linewidth=1)
+        ax.annotate(name, (df["step"].max(), value), fontsize=8, color="grey", ha="right", va="bottom")
+    ax.set_title(title or f"dev curve: {measure}")
+    ax.legend(fontsize=8)
     return ax
