@@ -11,7 +11,7 @@ import torch
 
 from unifar import UniFARConfig, paper
 from unifar.ablation import FULL_MODEL, ROWS, row_config, row_folder, train_rows
-from unifar.evaluation.ablation import (COLUMNS, ablation_table, ablation_verdicts, column_values,
+from unifar.evaluation.ablation import (COLUMNS, ablation_table, ablation_verdicts, column_mde, column_values,
                                         paper_sign_agreement, seed_mean_result, system_name)
 from unifar.evaluation.structure import (case_study_attention, diagonal_contrast, mean_facet_matrix,
                                          relevant_pairs, sentence_attention, span_shares)
@@ -169,3 +169,28 @@ def test_table_verdicts_and_paper_agreement():
     assert bool(kl["agree"]) is True  # both negative
     assert "SciRepEval search nDCG@10" not in set(agree["column"])  # the paper has no such column
     assert set(COLUMNS) >= set(v["column"])
+
+
+def test_column_mde_identical_rows_and_underpowered_verdicts():
+    """A row that scores exactly what the full row scores is flagged (identical = 1.0), and with
+    an MDE larger than the paper's difference a within-noise row is called underpowered."""
+    rng = np.random.default_rng(0)
+    shift = {system_name("full", 0): 0.0, system_name("freeze anchors", 0): 0.0, "untrained": -2.0}
+    result = _result(shift)
+    for bench, metric in (("csfcube", "all/map"), ("scirepeval", "ndcg@10")):  # per-query noise on the untrained
+        pq = result["benchmarks"][bench]["systems"]["untrained"]["per_query"][metric]
+        for q in pq:
+            pq[q] += float(rng.normal(0, 6))
+    mr = seed_mean_result(result, ["full", "freeze anchors"], [0])
+    mde = column_mde(mr, ("full", "untrained"), n_resamples=200)
+    assert set(mde) == {"CSFCube aggregated MAP", "CSFCube aggregated MAP, fold1_test", "SciRepEval search nDCG@10"}
+    assert all(v > 0 for v in mde.values())
+    v = ablation_verdicts(mr, ["full", "freeze anchors"], n_resamples=200, mde=mde).set_index("column")
+    assert (v["identical"] == 1.0).all() and (v["diff"] == 0.0).all()
+    cs = v.loc["CSFCube aggregated MAP"]
+    t3 = paper.UNIFAR_TABLE3
+    sought = t3.value("Freeze A_facet", "CSFCube aggregated MAP") - t3.value("UniFAR (full)", "CSFCube aggregated MAP")
+    assert cs["effect_sought"] == pytest.approx(sought)
+    assert cs["verdict"] == ("underpowered" if cs["mde"] > abs(sought) else "no detectable difference")
+    # no paper column (SciRepEval): no effect sought, the verdict stays "within noise"
+    assert v.loc["SciRepEval search nDCG@10", "verdict"] == "within noise"

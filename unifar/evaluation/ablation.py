@@ -6,8 +6,10 @@
 * :func:`seed_mean_result` -- per row, the per-query metrics averaged over its seeds (the paired
   bootstrap then compares rows query by query);
 * :func:`ablation_table` -- rows x :data:`COLUMNS`: mean and spread over seeds;
+* :func:`column_mde` -- each column's minimum detectable effect, stated before the comparisons;
 * :func:`ablation_verdicts` -- the paired bootstrap of every row against the full row, per
-  column, with the verdict ("worse", "within noise", "better");
+  column, with the share of queries scored identically and the verdict ("worse", "better",
+  "within noise", or with an MDE "underpowered" / "no detectable difference");
 * :func:`paper_sign_agreement` -- for each cell, whether our difference to the full row has the
   sign of the paper's (table 3, :data:`unifar.paper.UNIFAR_TABLE3`).
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLUMNS", "PAPER_ROWS", "PAPER_COLUMNS", "ablation_table", "ablation_verdicts", "column_values",
+__all__ = ["COLUMNS", "PAPER_ROWS", "PAPER_COLUMNS", "ablation_table", "ablation_verdicts", "column_mde", "column_values",
            "evaluate_rows", "metrics_only", "paper_sign_agreement", "seed_mean_result", "system_name"]
 
 #: column -> (benchmark, metric, CSFCube fold or None): the table's columns, in order
@@ -169,27 +171,70 @@ def ablation_table(result: Mapping[str, Any], rows: Sequence[str], seeds: Sequen
     return pd.DataFrame(means).T, pd.DataFrame(stds).T
 
 
+def _column_queries(entry: Mapping[str, Any], metric: str, fold: str | None, system: str) -> dict[str, float]:
+    """One system's per-query values of a column (a fold column: that fold's queries only)."""
+    from .report import fold_strata
+
+    values = entry["systems"][system]["per_query"][metric]
+    return values if fold is None else {q: values[q] for q in fold_strata(entry, metric)[fold]}
+
+
+def column_mde(mean_result: Mapping[str, Any], pair: tuple[str, str] = ("full", "untrained"),
+               n_resamples: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Each column's minimum detectable effect (:func:`unifar.evaluation.power.minimum_detectable_effect`,
+    80 % power), stated before any row is compared: from the per-query differences of ``pair``
+    (by default what training changed, the full row against the untrained model: removing a
+    component moves a model somewhere between the two), CSFCube resampled within its folds."""
+    from .power import minimum_detectable_effect
+
+    out = {}
+    for col, (bench, metric, fold) in COLUMNS.items():
+        entry = mean_result["benchmarks"].get(bench)
+        if entry is None or any(p not in entry["systems"] or metric not in entry["systems"][p]["per_query"]
+                                for p in pair):
+            continue
+        a, b = (_column_queries(entry, metric, fold, p) for p in pair)
+        strata = entry.get("strata", {}).get(metric) if fold is None else None
+        out[col] = minimum_detectable_effect(a, b, strata=strata, n_resamples=n_resamples, seed=seed).mde
+    return out
+
+
 def ablation_verdicts(mean_result: Mapping[str, Any], rows: Sequence[str], reference: str = "full",
-                      n_resamples: int = 1000, seed: int = 0):
+                      n_resamples: int = 1000, seed: int = 0, mde: Mapping[str, float] | None = None):
     """The paired bootstrap of each row minus ``reference`` in each column of a
     :func:`seed_mean_result` (CSFCube resampled within its folds; the fold column within that
-    fold), as a DataFrame ``row, column, diff, ci_low, ci_high, verdict``."""
+    fold), as a DataFrame ``row, column, diff, ci_low, ci_high, identical, mde, effect_sought,
+    verdict``. ``identical`` is the share of queries on which the row scores exactly what the
+    reference scores (1.0: the two rank identically, a bug until explained); with ``mde``
+    (:func:`column_mde`) and the paper's difference as the effect sought, a "within noise" row
+    becomes "underpowered" or "no detectable difference" (:func:`unifar.evaluation.power.verdict`)."""
     import pandas as pd
 
+    from .. import paper
     from .report import compare_systems
 
+    t3 = paper.UNIFAR_TABLE3
     out = []
     for row in [r for r in rows if r != reference]:
         for col, (bench, metric, fold) in COLUMNS.items():
-            systems = mean_result["benchmarks"].get(bench, {}).get("systems", {})
+            entry = mean_result["benchmarks"].get(bench, {})
+            systems = entry.get("systems", {})
             if row not in systems or reference not in systems or metric not in systems[row]["metrics"]:
                 continue
             cmp = compare_systems(mean_result, bench, row, reference, metrics=[metric], n_resamples=n_resamples,
                                   seed=seed, fold=fold).iloc[0]
+            mine, ref = (_column_queries(entry, metric, fold, s) for s in (row, reference))
+            prow, pcol = PAPER_ROWS.get(row), PAPER_COLUMNS.get(col)
+            sought = t3.value(prow, pcol) - t3.value(PAPER_ROWS[reference], pcol) if prow and pcol else float("nan")
+            size = (mde or {}).get(col, float("nan"))
             verdict = "within noise" if cmp["within_noise"] else ("better" if cmp["diff"] > 0 else "worse")
+            if verdict == "within noise" and np.isfinite(size) and np.isfinite(sought):
+                verdict = "underpowered" if size > abs(sought) else "no detectable difference"
             out.append({"row": row, "column": col, "diff": float(cmp["diff"]), "ci_low": float(cmp["ci_low"]),
-                        "ci_high": float(cmp["ci_high"]), "verdict": verdict})
-    return pd.DataFrame(out, columns=["row", "column", "diff", "ci_low", "ci_high", "verdict"])
+                        "ci_high": float(cmp["ci_high"]), "identical": float(np.mean([mine[q] == ref[q] for q in ref])),
+                        "mde": size, "effect_sought": sought, "verdict": verdict})
+    return pd.DataFrame(out, columns=["row", "column", "diff", "ci_low", "ci_high", "identical", "mde",
+                                      "effect_sought", "verdict"])
 
 
 def paper_sign_agreement(verdicts: Any) -> Any:

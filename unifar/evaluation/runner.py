@@ -222,6 +222,7 @@ def evaluate_all(
     seed: int = 0,
     show_progress: bool = True,
     retrievers: Sequence[Any] | None = None,
+    extra_retrievers: Sequence[Any] = (),
     log: Callable[[str], None] | None = print,
     cache_dir: str | os.PathLike[str] | None = None,
     labeller: str | os.PathLike[str] | None = None,
@@ -233,7 +234,8 @@ def evaluate_all(
     (2-fold, reported) or ``dev`` (fold1_dev, for tuning). ``scirepeval_part``: ``test``
     (reported), ``train`` or ``all``. ``data_dirs`` overrides data folders (``{"csfcube": DIR,
     "cranfield": DIR, ...}``). ``retrievers`` replaces the systems built from ``model`` (any
-    :class:`unifar.evaluation.retrievers.Retriever`). ``cache_dir``: mean-pooling embeddings are
+    :class:`unifar.evaluation.retrievers.Retriever`); ``extra_retrievers`` are evaluated beside the
+    systems (e.g. chapter 5's single-vector control). ``cache_dir``: mean-pooling embeddings are
     stored there and reused by a later identical encoding (e.g. chapter 5 reuses chapter 1's
     CSFCube embeddings), and frozen-base token states saved there (chapter 1 saves CSFCube's)
     are read back; results are unchanged. ``labeller``: chapter 2's sentence labeller folder, for
@@ -260,6 +262,7 @@ def evaluate_all(
     else:
         retrievers = list(retrievers)
         facts = {"model": public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}
+    retrievers = list(retrievers) + list(extra_retrievers)
 
     shared = share_frozen_base(retrievers, cache_dir)
     if shared is not None and sum(getattr(r, "state_cache", None) is shared for r in retrievers) > 1:
