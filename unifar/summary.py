@@ -8,7 +8,11 @@ returns one row per (table, system, metric):
 
 * ``reproduced exactly``: the same system on the same data gives the paper's digits;
 * ``reproduced``: the paper's claim holds here, beyond the paired bootstrap's noise;
-* ``within noise``: the measured difference is inside the 95 % paired bootstrap interval of 0;
+* ``within noise``: the measured difference is inside the 95 % paired bootstrap interval of 0, and
+  no minimum detectable effect was stated for the comparison;
+* ``underpowered``: within noise, and the benchmark's minimum detectable effect (stated before the
+  comparison, :mod:`unifar.evaluation.power`) is larger than the effect the paper reports, so the
+  comparison could not have seen it;
 * ``differs``: measured here, and not the paper's number; ``why`` says what differs;
 * ``not runnable offline``: the data or weights are not available offline; ``why`` says what a
   user who has them runs;
@@ -33,8 +37,23 @@ from .files import REPO
 
 __all__ = ["STATUSES", "SummaryRow", "reproduction_summary", "summary_frame", "summary_section"]
 
-STATUSES = ("reproduced exactly", "reproduced", "within noise", "differs", "not runnable offline", "not run yet",
-            "beyond the paper")
+STATUSES = ("reproduced exactly", "reproduced", "within noise", "underpowered", "differs", "not runnable offline",
+            "not run yet", "beyond the paper")
+
+
+def _status(verdict: str, agrees: bool = True) -> str:
+    """A summary status from a comparison's verdict (:func:`unifar.evaluation.power.verdict`'s labels
+    or the plain bootstrap's): "better"/"worse" reproduce the paper when their sign ``agrees`` with
+    the paper's; "no detectable difference" (the paper's effect would have shown) differs.
+
+    >>> _status("underpowered"), _status("no detectable difference"), _status("worse", agrees=False)
+    ('underpowered', 'differs', 'differs')
+    """
+    if verdict in ("within noise", "underpowered"):
+        return verdict
+    if verdict == "no detectable difference":
+        return "differs"
+    return "reproduced" if agrees else "differs"
 
 DORIS_NEEDS = ("the DORIS-MAE dataset JSON (Zenodo): `python -m unifar evaluate all --model M --doris-mae FILE` "
                "(chapter 5's `doris_mae` parameter)")
@@ -128,8 +147,9 @@ def _gain_rows(ch05: Mapping[str, Any] | None) -> list[SummaryRow]:
             rows.append(SummaryRow("claim: UniFAR beats its base", "UniFAR - base", what, rep, None,
                                    "chapter 5, full profile", "not run yet", "chapter 5's full results are missing"))
             continue
-        status = "reproduced" if v["verdict"] == "better" else ("within noise" if v["within_noise"] else "differs")
-        why = (f"paired bootstrap over queries, 95 % interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]; the paper's "
+        status = _status(v["verdict"], agrees=v["verdict"] != "worse")
+        mde = f", minimum detectable effect {v['mde']:.2f}" if v.get("mde") is not None and v["mde"] == v["mde"] else ""
+        why = (f"paired bootstrap over queries, 95 % interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]{mde}; the paper's "
                "gain is for MPNet (+ LLM-built FTUs, full fine-tuning), ours for MiniLM with a frozen base on offline "
                "FTUs (chapters 4 and 5 show why a frozen base caps the gain)")
         rows.append(SummaryRow("claim: UniFAR beats its base", "UniFAR-MiniLM - MiniLM mean pooling", what, rep, v["diff"],
@@ -181,12 +201,10 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
             continue
         v = verdicts[row]
         theirs = t3.value(system, col) - t3.value("UniFAR (full)", col)
-        if v["verdict"] == "within noise":
-            status = "within noise"
-        else:
-            status = "reproduced" if (v["diff"] > 0) == (theirs > 0) else "differs"
-        why = (f"row - full = {v['diff']:+.2f} measured (95 % paired interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]), "
-               f"{theirs:+.2f} reported")
+        status = _status(v["verdict"], agrees=(v["diff"] > 0) == (theirs > 0))
+        mde = f", minimum detectable effect {v['mde']:.2f}" if v.get("mde") is not None and v["mde"] == v["mde"] else ""
+        why = (f"row - full = {v['diff']:+.2f} measured (95 % paired interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+               f"{mde}), {theirs:+.2f} reported")
         rows.append(SummaryRow("table 3 (ablation)", system, col, t3.value(system, col), value, measured_as, status, why))
     return rows
 
