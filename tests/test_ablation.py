@@ -20,16 +20,18 @@ from unifar.scoring import facet_similarity
 from .test_train import make_dataset, small
 
 
-def test_rows_are_the_papers_eight_and_ours_two():
+def test_rows_are_the_papers_eight_and_ours_three():
     assert list(ROWS)[:8] == ["full", "w/o MHA_sent", "w/o MHA_tok", "freeze anchors", "w/o anchors",
                               "w/o E_input", "w/o L_KL", "w/o L_QD"]
     assert ROWS["full, top layer trained"]["args"] == {"train_top_layers": 1}
-    cfg = UniFARConfig(base_model="minilm", train_values=False, use_token_attention=False)
+    cfg = UniFARConfig(base_model="minilm", train_values=False, use_token_attention=False, distill_weight=10.0)
     full = row_config("full", cfg)
     assert all(getattr(full, k) == v for k, v in FULL_MODEL.items())  # the paper's architecture
+    assert full.distill_weight == 10.0  # the base configuration's distillation stays
     assert row_config("w/o L_KL", cfg).use_kl_loss is False
     cpu = row_config("chapter 4 CPU profile", cfg)
-    assert (cpu.use_token_attention, cpu.train_values) == (False, False)
+    assert (cpu.use_token_attention, cpu.train_values, cpu.distill_weight) == (False, True, 10.0)
+    assert row_config("w/o L_KD (the paper's objective)", cfg).distill_weight == 0.0
     with pytest.raises(ValueError, match="unknown ablation row 'w/o everything'"):
         row_config("w/o everything", cfg)
     assert len({row_folder(r) for r in ROWS}) == len(ROWS)  # one folder per row
@@ -194,3 +196,22 @@ def test_column_mde_identical_rows_and_underpowered_verdicts():
     assert cs["verdict"] == ("underpowered" if cs["mde"] > abs(sought) else "no detectable difference")
     # no paper column (SciRepEval): no effect sought, the verdict stays "within noise"
     assert v.loc["SciRepEval search nDCG@10", "verdict"] == "within noise"
+
+
+def test_train_rows_records_each_runs_dev_curve(make_model, tmp_path):
+    from unifar.learning_curve import DevCurve
+
+    shared = make_model(**small(), **FULL_MODEL).eval()
+    base = UniFARConfig.from_dict(shared.config.to_dict())
+    args = {"max_steps": 3, "eval_fraction": 0.2, "eval_every": 0, "save_every": 10}
+
+    def curve(model, targs, cache):
+        return DevCurve(model, {"dev": lambda m, r: 1.0}, targs.output_dir, every=1, monitor="dev", patience=1)
+
+    runs = train_rows(make_dataset(n_ftus=12), base, ["full"], [0], tmp_path, args, shared=shared, log=None,
+                      dev_curve=curve)
+    run = runs[("full", 0)]
+    assert [p["step"] for p in run.dev_curve] == [0, 1]  # flat at once: stopped after step 1
+    assert run.stopped_early["step"] == 1 and run.steps == 1
+    rec = json.loads((tmp_path / "full" / "seed0" / "ablation_run.json").read_text())
+    assert rec["dev_curve"] == run.dev_curve

@@ -33,11 +33,14 @@ FULL_MODEL: dict[str, Any] = {"use_sentence_attention": True, "use_token_attenti
                               "use_input_embedding": True, "use_kl_loss": True, "use_qd_loss": True}
 
 #: Row name -> ``config`` overrides of :data:`FULL_MODEL` and ``args`` overrides of the training
-#: arguments. The first eight are the paper's table 3; the last two are ours.
+#: arguments. The first eight are the paper's table 3; the last three are ours (chapter 4's CPU
+#: profile keeps its base configuration's value projections and distillation).
 ROWS: dict[str, dict[str, dict[str, Any]]] = {
     **{name: {"config": dict(over), "args": {}} for name, over in ABLATIONS.items()},
     "full, top layer trained": {"config": {}, "args": {"train_top_layers": 1}},
-    "chapter 4 CPU profile": {"config": {"use_token_attention": False, "train_values": False}, "args": {}},
+    "chapter 4 CPU profile": {"config": {"use_token_attention": False}, "args": {}},
+    # with distillation in the base configuration (chapter 6's profiles): what the teacher adds
+    "w/o L_KD (the paper's objective)": {"config": {"distill_weight": 0.0}, "args": {}},
 }
 
 RECORD = "ablation_run.json"
@@ -57,6 +60,8 @@ class AblationRun:
     seconds: float
     config: dict[str, Any]
     args: dict[str, Any]
+    dev_curve: list[dict[str, Any]] | None = None  # unifar.learning_curve points, when recorded
+    stopped_early: dict[str, Any] | None = None  # why the run ended before its epochs, if it did
 
 
 def row_folder(row: str) -> str:
@@ -115,6 +120,7 @@ def train_rows(
     log: Callable[[str], None] | None = print,
     shared: Any = None,
     caches: dict[int, Any] | None = None,
+    dev_curve: Callable[[Any, TrainArgs, Any], Any] | None = None,
 ) -> dict[tuple[str, int], AblationRun]:
     """Train every ``row`` x ``seed`` on ``ftus`` with a frozen base (``freeze_base=True``).
 
@@ -126,6 +132,9 @@ def train_rows(
     whose base encoder and tokenizer the runs use (default: one loaded for ``base_config``).
     ``caches``: ``{top layers: TokenStateCache}`` of ``shared``'s base to use and fill (a chapter
     that evaluates afterwards passes its own, so the states are held in memory once).
+    ``dev_curve(model, args, cache)``: a :class:`~unifar.learning_curve.DevCurve` for each run
+    (e.g. :func:`~unifar.learning_curve.standard_dev_curve`), so that every row trains until its
+    dev curve flattens; its points are kept in the run's record.
     """
     from .caching import TokenStateCache
     from .model import UniFAR
@@ -165,12 +174,17 @@ def train_rows(
             model = UniFAR(config, base_model=base, tokenizer=shared.tokenizer, device=device)
             targs = TrainArgs(output_dir=str(run_dir), device=device, progress=False, **record)
             first = _held_out_before(model, ftus, targs, caches[top])
+            curve = dev_curve(model, targs, caches[top]) if dev_curve is not None else None
+            if curve is not None:
+                curve.begin()
             t0 = time.perf_counter()
-            res = train(None, ftus, targs, model=model, state_cache=caches[top])
+            res = train(None, ftus, targs, model=model, state_cache=caches[top], callbacks=[curve] if curve else [])
             run = AblationRun(row=row, seed=seed, model_dir=str(res.final_dir), steps=res.steps,
                               ftus_seen=int(res.run_info["ftus_seen"]), held_out=res.run_info.get("held_out"),
                               first_held_out=first,
-                              seconds=round(time.perf_counter() - t0, 1), config=config.to_dict(), args=record)
+                              seconds=round(time.perf_counter() - t0, 1), config=config.to_dict(), args=record,
+                              dev_curve=curve.points if curve is not None else None,
+                              stopped_early=res.run_info.get("stopped_early"))
             text = json.dumps(asdict(run), indent=1) + "\n"
             atomic_file(run_dir / RECORD, lambda tmp: tmp.write_text(text, encoding="utf-8"))
             say(f"{row}, seed {seed}: {run.steps} steps in {run.seconds:.0f} s")

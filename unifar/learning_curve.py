@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "csfcube_dev_measure", "held_out_measure"]
+__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "csfcube_dev_measure", "held_out_measure",
+           "standard_dev_curve"]
 
 CURVE_NAME = "dev_curve.jsonl"
 
@@ -88,6 +89,7 @@ class DevCurve:
     """A training callback that records dev measures every ``every`` steps and stops the run once
     ``monitor`` has flattened (see the module docstring).
 
+    A point is recorded every ``every`` steps and at the run's last step.
     ``measures``: ``{name: fn(model, record) -> float}``; ``model``: the model being trained (the
     callback evaluates it in place); ``output_dir``: the run folder (the curve is written to
     ``OUT/dev_curve.jsonl`` and read back on a resume, so the plateau rule resumes too);
@@ -135,7 +137,8 @@ class DevCurve:
 
     def __call__(self, record: Mapping[str, Any]) -> str | None:
         step = int(record["step"])
-        if step % self.every or any(p["step"] == step for p in self.points):
+        last = float(record.get("progress", 0.0)) >= 1.0  # the run's final step: always a point
+        if (step % self.every and not last) or any(p["step"] == step for p in self.points):
             return None
         point = self._add(step, record)
         flat = self.plateau.update(point[self.monitor])
@@ -151,17 +154,19 @@ class DevCurve:
         return self.points[self.plateau.best_index] if self.points else None
 
 
-def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", metric: str = "map") -> Measure:
-    """A :data:`Measure`: the model's CSFCube **fold1_dev** score (aggregated MAP by default), in
-    percent, by the official protocol (:mod:`unifar.evaluation.csfcube`); ``state_cache`` shares a
-    frozen base's states across the evaluations of a run."""
+def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", max_queries: int | None = None) -> Measure:
+    """A :data:`Measure`: the model's CSFCube **fold1_dev** MAP in percent (aggregated by
+    default), by the official protocol on the split's papers only
+    (:func:`unifar.evaluation.csfcube.csfcube_split_papers`, whose ``max_queries`` gives a quick
+    check on the first query facets of each facet); ``state_cache`` shares a frozen base's states
+    across the evaluations of a run."""
+    from .evaluation.csfcube import csfcube_split_papers
+
+    docs, split_map = csfcube_split_papers(cube, "fold1_dev", max_queries=max_queries)
 
     def measure(model: Any, record: Mapping[str, Any]) -> float:
-        from .evaluation.csfcube import aggregate_csfcube, csfcube_per_query, rank_pools
-        from .evaluation.dense import UniFARRetriever
-
-        fn = UniFARRetriever(model, state_cache=state_cache, show_progress=False).csfcube_score_fn(cube)
-        return float(aggregate_csfcube(csfcube_per_query(rank_pools(fn, cube), cube), cube, split="dev")[facet][metric])
+        enc = model.encode_documents(docs, state_cache=state_cache, show_progress=False)
+        return float(split_map(enc.embeddings)[facet])
 
     return measure
 
@@ -184,3 +189,24 @@ def held_out_measure(term: str, ftus: Any, documents: Mapping[str, Any], args: A
         return float(held.get(term, float("nan")))
 
     return measure
+
+
+def standard_dev_curve(model: Any, ftus: Any, args: Any, cube: Any, state_cache: Any = None, every: int = 50,
+                       patience: int = 3, min_delta: float = 0.1, min_steps: int = 0,
+                       max_queries: int | None = None) -> DevCurve:
+    """The dev curve the book's training runs use: CSFCube fold1_dev aggregated MAP (monitored:
+    the run stops once it has not risen by ``min_delta`` points for ``patience`` evaluations) and
+    the held-out FTUs' ``L_KD`` and ``L_total`` (the FTUs ``train`` holds out with the same
+    ``args``), every ``every`` steps, written to ``args.output_dir``. Set ``args.eval_every`` to
+    ``every`` so that the held-out values come from the run itself; ``max_queries``: see
+    :func:`csfcube_dev_measure`. Call :meth:`DevCurve.begin` for the untrained point."""
+    from .training_data import split_ftus
+
+    _, held, docs = split_ftus(ftus, None, args, args.seed)
+    measures: dict[str, Measure] = {"fold1_dev_map": csfcube_dev_measure(cube, state_cache, max_queries=max_queries)}
+    if held:
+        cache = state_cache if getattr(args, "freeze_base", False) else None
+        measures["held_out_l_kd"] = held_out_measure("l_kd", held, docs, args, cache)
+        measures["held_out_loss"] = held_out_measure("loss", held, docs, args, cache)
+    return DevCurve(model, measures, args.output_dir, every=every, monitor="fold1_dev_map", patience=patience,
+                    min_delta=min_delta, min_steps=min_steps)
