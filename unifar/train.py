@@ -271,6 +271,16 @@ def _train(
     stopped: dict[str, Any] | None = None  # set when a callback ends the run early
     t_loop = time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc="training", unit="step", disable=not (args.progress and is_main))
+    def _checkpoint() -> Path | None:
+        """Save the step just taken (every rank gathers its RNG state; rank 0 writes)."""
+        rng_states = gather_rng_states(world)  # collective: every rank calls it
+        if not is_main:
+            return None
+        at = (epoch, pos + 1) if pos + 1 < steps_per_epoch else (epoch + 1, 0)
+        trainer_state = {**run_base, "step": step, "epoch": at[0], "step_in_epoch": at[1],
+                         "last_terms": dict(last_terms), "train_ftus_sha256": train_digest}
+        return save_checkpoint(out_dir, model, optimizer, scheduler, rng_states, trainer_state, args.keep_checkpoints)
+
     log_file = open(log_path, "a", encoding="utf-8") if log_path is not None else None
     try:
         for epoch in range(start_epoch, epochs):
@@ -340,6 +350,11 @@ def _train(
                     log_file.flush()
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lrs.get('base', 0):.2e}")
+                # The scheduled checkpoint comes before the callbacks, so that a callback that raises
+                # (a killed job) finds the step saved.
+                saved = step % args.save_every == 0 or step == total_steps
+                if saved:
+                    last_ckpt = _checkpoint() or last_ckpt
                 # A callback may end the run: a truthy return (the reason), e.g. a dev curve that
                 # has flattened (unifar.learning_curve.DevCurve). Rank 0's answer counts.
                 answers = [cb(record) for cb in callbacks]
@@ -348,14 +363,8 @@ def _train(
                 stop_reason = _stop_reason(answers, world) if callbacks else None
                 if stop_reason:
                     stopped = {"step": step, "reason": stop_reason}
-                if step % args.save_every == 0 or step == total_steps or stop_reason:
-                    rng_states = gather_rng_states(world)  # collective: every rank calls it
-                    if is_main:
-                        at = (epoch, pos + 1) if pos + 1 < steps_per_epoch else (epoch + 1, 0)
-                        trainer_state = {**run_base, "step": step, "epoch": at[0], "step_in_epoch": at[1],
-                                         "last_terms": dict(current), "train_ftus_sha256": train_digest}
-                        last_ckpt = save_checkpoint(out_dir, model, optimizer, scheduler, rng_states, trainer_state,
-                                                    args.keep_checkpoints)
+                    if not saved:
+                        last_ckpt = _checkpoint() or last_ckpt
                 if stop_reason:
                     break
             if stopped:

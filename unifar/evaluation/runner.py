@@ -201,6 +201,22 @@ def _meta(facts: Mapping[str, Any], retrievers: Sequence[Any], loaded: Sequence[
     }
 
 
+def _benchmark_options(data_dirs: Mapping[str, str] | None, doris_mae: Any, doris_levels: Sequence[str],
+                       litsearch: Any, csfcube_split: str, scirepeval_part: str, exclude_self: bool) -> dict[str, Any]:
+    """The loaders' options, checked before anything is loaded."""
+    if csfcube_split not in ("test", "dev"):
+        raise ValueError(f"csfcube_split must be 'test' or 'dev', got {csfcube_split!r}")
+    if scirepeval_part not in ("test", "train", "all"):
+        raise ValueError(f"scirepeval_part must be 'test', 'train' or 'all', got {scirepeval_part!r}")
+    dirs = dict(data_dirs or {})
+    return {
+        "csfcube_dir": dirs.get("csfcube"), "cranfield_dir": dirs.get("cranfield"), "pubmedqa_dir": dirs.get("pubmedqa"),
+        "scirepeval_dir": dirs.get("scirepeval"), "doris_mae": doris_mae, "doris_levels": tuple(doris_levels),
+        "litsearch": litsearch, "csfcube_split": csfcube_split, "scirepeval_part": scirepeval_part,
+        "exclude_self": exclude_self,
+    }
+
+
 def evaluate_all(
     model: Any = None,
     systems: Sequence[str] | None = None,
@@ -243,17 +259,8 @@ def evaluate_all(
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
-    if csfcube_split not in ("test", "dev"):
-        raise ValueError(f"csfcube_split must be 'test' or 'dev', got {csfcube_split!r}")
-    if scirepeval_part not in ("test", "train", "all"):
-        raise ValueError(f"scirepeval_part must be 'test', 'train' or 'all', got {scirepeval_part!r}")
-    dirs = dict(data_dirs or {})
-    opts = {
-        "csfcube_dir": dirs.get("csfcube"), "cranfield_dir": dirs.get("cranfield"), "pubmedqa_dir": dirs.get("pubmedqa"),
-        "scirepeval_dir": dirs.get("scirepeval"), "doris_mae": doris_mae, "doris_levels": tuple(doris_levels),
-        "litsearch": litsearch, "csfcube_split": csfcube_split, "scirepeval_part": scirepeval_part,
-        "exclude_self": exclude_self,
-    }
+    opts = _benchmark_options(data_dirs, doris_mae, doris_levels, litsearch, csfcube_split, scirepeval_part,
+                              exclude_self)
     # load the data first: a missing file fails before any model is loaded
     loaded, load_seconds = _load_benchmarks(benchmarks, opts)
     if retrievers is None:
