@@ -540,3 +540,20 @@ def test_facet_attention_stats_untrained_is_uniform(make_model):
     stats = facet_attention_stats(model, docs, dataclasses.replace(enc, attention=peaked))
     assert stats["mass_on_gold"] == pytest.approx(1.0) and stats["norm_entropy"] < 0.9
     assert "cos_to_reference" not in stats
+
+
+def test_a_finished_run_is_reused_not_trained_again(make_model, tmp_path):
+    """finished_run loads a finished run's final weights into a fresh model and refuses one
+    trained with other settings."""
+    from unifar.train import finished_run
+
+    args = args_for(tmp_path, "done", max_steps=2, keep_checkpoints_when_done=False)
+    res = train(None, make_dataset(8), args, model=make_model())
+    fresh = make_model()
+    assert finished_run(tmp_path / "nothing", fresh) is None
+    again = finished_run(args.output_dir, fresh, args)
+    assert again.steps == res.steps == 2 and again.last_terms == pytest.approx(res.last_terms)
+    for (name, a), b in zip(res.model.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name
+    with pytest.raises(ValueError, match="max_steps"):
+        finished_run(args.output_dir, make_model(), args_for(tmp_path, "done", max_steps=3))
