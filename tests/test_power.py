@@ -88,6 +88,9 @@ def test_power_table_and_labelled_verdicts():
     assert labelled.loc["csfcube", "verdict"] == "better"  # a 20-point shift shows anyway
     assert labelled.loc["pubmedqa", "verdict"] in ("no detectable difference", "better", "worse")
     assert labelled.loc["csfcube", "mde"] == pytest.approx(whole.mde)
+    # labelled verdicts read back and labelled again (chapter 5 on its saved full results)
+    again = label_verdicts(label_verdicts(verdicts, power), power)
+    assert again.equals(label_verdicts(verdicts, power))
     # the same comparison looking for the paper's +1.87 on PubMedQA instead: underpowered
     small = power_table(res, "mean", "hybrid-mean", {"pubmedqa": {"mrr@10": 0.53}})
     relabelled = label_verdicts(verdicts[verdicts.benchmark == "pubmedqa"], small)

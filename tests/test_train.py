@@ -545,7 +545,7 @@ def test_facet_attention_stats_untrained_is_uniform(make_model):
 def test_a_finished_run_is_reused_not_trained_again(make_model, tmp_path):
     """finished_run loads a finished run's final weights into a fresh model and refuses one
     trained with other settings."""
-    from unifar.train import finished_run
+    from unifar.reuse import finished_run
 
     args = args_for(tmp_path, "done", max_steps=2, keep_checkpoints_when_done=False)
     res = train(None, make_dataset(8), args, model=make_model())

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import shutil
 import time
@@ -44,8 +43,8 @@ import numpy as np
 import torch
 
 from .caching import TokenStateCache
-from .checkpoints import (CHECKPOINTS, TRAINER_STATE, WEIGHTS_NAME, RunFolderBusy, gather_rng_states, load_checkpoint,
-                          load_weights, lock_run_folder, resume_point, save_checkpoint, unlock_run_folder,
+from .checkpoints import (CHECKPOINTS, TRAINER_STATE, RunFolderBusy, gather_rng_states,
+                          load_checkpoint, lock_run_folder, resume_point, save_checkpoint, unlock_run_folder,
                           write_run_info)
 from .config import TrainArgs, UniFARConfig, check_training_config
 from .distributed import init_distributed, mean_over_ranks, rank_device, wrap_ddp
@@ -58,7 +57,7 @@ from .runtime import git_commit, machine_facts, peak_memory
 from .training_data import epoch_shard, ftus_digest, run_length, split_ftus
 from .training_log import start_log
 
-__all__ = ["TrainResult", "TrainingDiverged", "finished_run", "train"]
+__all__ = ["TrainResult", "TrainingDiverged", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,35 +84,6 @@ class TrainingDiverged(RuntimeError):
         shown = ", ".join(f"{k}={v:.4g}" for k, v in terms.items())
         where = f"last checkpoint: {last_checkpoint}" if last_checkpoint else "no checkpoint was written yet"
         super().__init__(f"training diverged at optimizer step {step}: {reason} ({shown}); {where}")
-
-
-def finished_run(output_dir: str | os.PathLike[str], model: UniFAR, args: TrainArgs | None = None) -> TrainResult | None:
-    """The finished run in ``output_dir`` as a :class:`TrainResult` with its final weights loaded
-    into ``model`` (so that a frozen base stays shared), or None when the folder holds no finished
-    run. A run trained with other settings is an error, not a silent reuse: ``model``'s config
-    must be the run's, and ``args`` (when given) must match its training arguments except where
-    and how it logs. Lets a notebook re-run its analysis without training again."""
-    out = Path(output_dir)
-    info_path = out / "run.json"
-    if not info_path.exists() or not (out / "final").exists():
-        return None
-    info = json.loads(info_path.read_text(encoding="utf-8"))
-    if info.get("status") != "finished":
-        return None
-    mine = model.config.to_dict()
-    differ = sorted(k for k in set(mine) | set(info["config"]) if mine.get(k) != info["config"].get(k))
-    if differ:
-        raise ValueError(f"{out}: the finished run's config differs from the model's in {differ}")
-    if args is not None:
-        ignore = {"output_dir", "resume", "progress", "device", "log_every"}
-        theirs, ours = info["args"], args.to_dict()
-        differ = sorted(k for k in set(ours) | set(theirs) if k not in ignore and ours.get(k) != theirs.get(k))
-        if differ:
-            raise ValueError(f"{out}: the finished run's training arguments differ in {differ}")
-    load_weights(model, out / "final" / WEIGHTS_NAME, str(next(model.parameters()).device))
-    return TrainResult(model=model, output_dir=out, final_dir=out / "final", steps=int(info["steps"]),
-                       start_step=int(info.get("start_step", 0)), last_checkpoint=None,
-                       last_terms=dict(info.get("last_terms") or {}), run_info=info)
 
 
 def train(

@@ -191,7 +191,9 @@ def label_verdicts(verdicts: Any, power: Any) -> Any:
     exceeds the effect sought, "no detectable difference" where it does not. Rows without a
     power estimate keep their verdict."""
     keys = ["benchmark", "fold", "metric"]
-    out = verdicts.merge(power[keys + ["mde", "effect_sought"]], on=keys, how="left")
+    # labelling labelled verdicts again (a saved result read back) replaces their MDE columns
+    out = verdicts.drop(columns=["mde", "effect_sought"], errors="ignore").merge(
+        power[keys + ["mde", "effect_sought"]], on=keys, how="left")
     within = out["verdict"] == "within noise"
     has = out["mde"].notna()
     under = out["mde"] > out["effect_sought"].abs()
