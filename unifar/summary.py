@@ -55,6 +55,13 @@ def _status(verdict: str, agrees: bool = True) -> str:
         return "differs"
     return "reproduced" if agrees else "differs"
 
+
+def _mde_text(verdict: Mapping[str, Any]) -> str:
+    """", minimum detectable effect X" for a verdict that states one (a number, not NaN), else ""."""
+    mde = verdict.get("mde")
+    return f", minimum detectable effect {mde:.2f}" if mde is not None and mde == mde else ""
+
+
 DORIS_NEEDS = ("the DORIS-MAE dataset JSON (Zenodo): `python -m unifar evaluate all --model M --doris-mae FILE` "
                "(chapter 5's `doris_mae` parameter)")
 LITSEARCH_NEEDS = ("a local copy of princeton-nlp/LitSearch: `python -m unifar evaluate all --model M --litsearch DIR` "
@@ -148,7 +155,7 @@ def _gain_rows(ch05: Mapping[str, Any] | None) -> list[SummaryRow]:
                                    "chapter 5, full profile", "not run yet", "chapter 5's full results are missing"))
             continue
         status = _status(v["verdict"], agrees=v["verdict"] != "worse")
-        mde = f", minimum detectable effect {v['mde']:.2f}" if v.get("mde") is not None and v["mde"] == v["mde"] else ""
+        mde = _mde_text(v)
         why = (f"paired bootstrap over queries, 95 % interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]{mde}; the paper's "
                "gain is for MPNet (+ LLM-built FTUs, full fine-tuning), ours for MiniLM with a frozen base on offline "
                "FTUs (chapters 4 and 5 show why a frozen base caps the gain)")
@@ -202,7 +209,7 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
         v = verdicts[row]
         theirs = t3.value(system, col) - t3.value("UniFAR (full)", col)
         status = _status(v["verdict"], agrees=(v["diff"] > 0) == (theirs > 0))
-        mde = f", minimum detectable effect {v['mde']:.2f}" if v.get("mde") is not None and v["mde"] == v["mde"] else ""
+        mde = _mde_text(v)
         why = (f"row - full = {v['diff']:+.2f} measured (95 % paired interval [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
                f"{mde}), {theirs:+.2f} reported")
         rows.append(SummaryRow("table 3 (ablation)", system, col, t3.value(system, col), value, measured_as, status, why))

@@ -272,6 +272,7 @@ def _train(
     stopped: dict[str, Any] | None = None  # set when a callback ends the run early
     t_loop = time.perf_counter()
     bar = tqdm(total=total_steps, initial=step, desc="training", unit="step", disable=not (args.progress and is_main))
+
     def _checkpoint() -> Path | None:
         """Save the step just taken (every rank gathers its RNG state; rank 0 writes)."""
         rng_states = gather_rng_states(world)  # collective: every rank calls it
