@@ -207,10 +207,14 @@ def ablation_verdicts(mean_result: Mapping[str, Any], rows: Sequence[str], refer
     verdict``. ``identical`` is the share of queries on which the row scores exactly what the
     reference scores (1.0: the two rank identically, a bug until explained); with ``mde``
     (:func:`column_mde`) and the paper's difference as the effect sought, a "within noise" row
-    becomes "underpowered" or "no detectable difference" (:func:`unifar.evaluation.power.verdict`)."""
+    becomes "underpowered" or "no detectable difference" (:func:`unifar.evaluation.power.verdict`);
+    a cell's ``mde`` is the column's or, where larger, the one its own interval implies (the
+    :func:`unifar.evaluation.power.mde_from_interval`), so that a row whose removal
+    moves many queries is not called powered on the full row's small changes."""
     import pandas as pd
 
     from .. import paper
+    from .power import mde_from_interval
     from .report import compare_systems
 
     t3 = paper.UNIFAR_TABLE3
@@ -227,6 +231,10 @@ def ablation_verdicts(mean_result: Mapping[str, Any], rows: Sequence[str], refer
             prow, pcol = PAPER_ROWS.get(row), PAPER_COLUMNS.get(col)
             sought = t3.value(prow, pcol) - t3.value(PAPER_ROWS[reference], pcol) if prow and pcol else float("nan")
             size = (mde or {}).get(col, float("nan"))
+            if np.isfinite(size):
+                # the stated MDE comes from what training changed (full vs untrained), which can
+                # understate a row that changes more: the row's own interval bounds it from below
+                size = max(size, mde_from_interval(cmp["ci_low"], cmp["ci_high"]))
             verdict = "within noise" if cmp["within_noise"] else ("better" if cmp["diff"] > 0 else "worse")
             if verdict == "within noise" and np.isfinite(size) and np.isfinite(sought):
                 verdict = "underpowered" if size > abs(sought) else "no detectable difference"

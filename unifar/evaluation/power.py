@@ -30,8 +30,8 @@ import numpy as np
 
 from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
 
-__all__ = ["MDE", "minimum_detectable_effect", "power_for", "verdict", "VERDICTS", "effects_sought", "power_table",
-           "label_verdicts"]
+__all__ = ["MDE", "minimum_detectable_effect", "mde_from_interval", "power_for", "verdict", "VERDICTS",
+           "effects_sought", "power_table", "label_verdicts"]
 
 #: The labels :func:`verdict` gives a comparison.
 VERDICTS = ("better", "worse", "no detectable difference", "underpowered")
@@ -89,6 +89,17 @@ def minimum_detectable_effect(
     se = float(np.std(reps, ddof=1)) if n_resamples > 1 else 0.0
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
     return MDE(mde=z * se, se=se, n=int(sum(g.size for g in groups)), power=power, alpha=alpha, reference=reference)
+
+
+def mde_from_interval(low: float, high: float, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The MDE a comparison's own 95 % interval implies: its standard error, ``(high - low) /
+    (2 z_{0.975})``, times ``z_{1-alpha/2} + z_power``.
+
+    >>> round(mde_from_interval(-1.96, 1.96), 2)
+    2.8
+    """
+    se = (float(high) - float(low)) / (2.0 * NormalDist().inv_cdf(0.975))
+    return (NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)) * se
 
 
 def power_for(effect: float, se: float, alpha: float = 0.05) -> float:
