@@ -21,6 +21,9 @@ from unifar.evaluation.qdoc import (
     QDocProtocol,
     evaluate_qdoc,
     evaluate_ranking,
+    pool_rank_changes,
+    rank_change_style,
+    rank_change_summary,
     rank,
     ranx_qrels,
 )
@@ -186,3 +189,29 @@ def test_scirepeval_split_is_deterministic_disjoint_and_covering():
     assert set(test.documents["id"]) == pooled and test.stats["part"] == "test"
     with pytest.raises(ValueError, match="part must be"):
         split_scirepeval_search(full, "dev")
+
+
+# ----------------------------------------------------------------------------- rank changes
+def test_pool_rank_changes_finds_swaps_only_where_grades_differ():
+    qrels = {"q1": {"d1": 2, "d2": 0, "d3": 0}, "q2": {"d1": 1, "d2": 1}}
+    bench = _bench(qrels, n_docs=3, candidates={"q1": ["d1", "d2", "d3"], "q2": ["d1", "d2"]})
+    ref = FixedRetriever({"question q1": {"d1": 0.9, "d2": 0.5, "d3": 0.4}, "question q2": {"d1": 0.6, "d2": 0.5}})
+    # swaps d2/d3 (same grade) in q1 and d1/d2 (same grade) in q2: no metric can move
+    same = FixedRetriever({"question q1": {"d1": 0.9, "d2": 0.41, "d3": 0.5}, "question q2": {"d1": 0.5, "d2": 0.6}})
+    same.name = "same grades"
+    # lifts d3 above d1 in q1: a differently judged pair swaps
+    moved = FixedRetriever({"question q1": {"d1": 0.9, "d2": 0.5, "d3": 0.95}, "question q2": {"d1": 0.6, "d2": 0.5}})
+    moved.name = "moved"
+    t = pool_rank_changes(bench, ref, [same, moved]).set_index(["system", "qid"])
+    assert t.loc[("same grades", "q1"), "reordered"] == 1 and t.loc[("same grades", "q1"), "discordant_judged"] == 0
+    assert t.loc[("same grades", "q2"), "discordant"] == 1 and np.isnan(t.loc[("same grades", "q2"), "min_judged_gap"])
+    # d3 passes d1 (grades 0 and 2: counts) and d2 (both grade 0: does not)
+    assert t.loc[("moved", "q1"), ["discordant", "discordant_judged"]].tolist() == [2, 1]
+    assert t.loc[("moved", "q2"), "reordered"] == 0 and t.loc[("moved", "q2"), "max_shift"] == 0
+    assert t.loc[("moved", "q1"), "min_judged_gap"] == pytest.approx(0.4)
+    summary = rank_change_summary(t.reset_index())
+    assert summary.loc["same grades", "reordered (%)"] == 100 and summary.loc["same grades", "judged pair swapped (%)"] == 0
+    assert summary.loc["moved", "judged pair swapped (%)"] == 50 and summary.loc["moved", "questions with one grade"] == 1
+    assert ">0.2750<" in rank_change_style(summary).to_html()  # median of 0.55 and 0: four digits
+    with pytest.raises(ValueError, match="pools"):
+        pool_rank_changes(_bench(qrels, n_docs=3), ref, [moved])

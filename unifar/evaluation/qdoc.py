@@ -63,6 +63,9 @@ __all__ = [
     "qdoc_dev_half",
     "choose_on_qdoc_dev",
     "mean_metrics",
+    "pool_rank_changes",
+    "rank_change_summary",
+    "rank_change_style",
 ]
 
 Run = dict[str, dict[str, float]]
@@ -332,3 +335,59 @@ def choose_on_qdoc_dev(
         "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
         "dev_curve": curve,
     }
+
+
+def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any]):
+    """For a benchmark whose questions rerank a pool (SciRepEval search): how each of ``others``
+    reorders every pool relative to ``reference`` (:func:`unifar.evaluation.ranking.rank_change`
+    per question), one row per (system, question), the system under its ``name``.
+
+    It says why two systems score the same to every digit: no pair of differently judged
+    candidates swapped, because the score changes (``max_shift``) stay below the gaps between
+    such candidates (``min_judged_gap``).
+    """
+    import pandas as pd
+
+    from .ranking import rank_change
+
+    if bench.candidates is None:
+        raise ValueError(f"{bench.name}: pool_rank_changes needs a benchmark whose questions rerank candidate pools")
+    docs = bench.documents.select_columns(["id", "title", "sentences"]).to_list()
+    column = {d["id"]: i for i, d in enumerate(docs)}
+    qids, texts = list(bench.questions["qid"]), list(bench.questions["text"])
+
+    def pools(retriever: Any) -> list[np.ndarray]:
+        scores = np.asarray(retriever.score(texts, retriever.index(docs)), dtype=np.float64)
+        return [scores[i, [column[d] for d in bench.candidates[q]]] for i, q in enumerate(qids)]
+
+    ref = pools(reference)
+    grades = [np.array([bench.qrels.get(q, {}).get(d, 0) for d in bench.candidates[q]]) for q in qids]
+    rows = []
+    for system in others:
+        for q, r, s, g in zip(qids, ref, pools(system), grades):
+            rows.append({"system": system.name, "qid": q, **rank_change(r, s, g)})
+    return pd.DataFrame(rows)
+
+
+def rank_change_summary(changes: Any):
+    """:func:`pool_rank_changes`' rows summed up per system: the share of questions whose pool
+    was reordered at all and whose differently judged candidates swapped (percent), the median
+    over questions of ``max_shift`` and of ``min_judged_gap`` (questions whose candidates all
+    have one grade left out of the latter), and the number of such one-grade questions."""
+    g = changes.groupby("system", sort=False)
+    return g.agg(**{
+        "questions": ("qid", "size"),
+        "reordered (%)": ("reordered", lambda s: 100.0 * s.mean()),
+        "judged pair swapped (%)": ("discordant_judged", lambda s: 100.0 * (s > 0).mean()),
+        "median largest change of a score difference": ("max_shift", "median"),
+        "median smallest gap between different grades": ("min_judged_gap", "median"),
+        "questions with one grade": ("min_judged_gap", lambda s: int(s.isna().sum())),
+    })
+
+
+def rank_change_style(summary: Any):
+    """:func:`rank_change_summary` for display: shares as whole percents, score changes and gaps
+    to four digits (cosines: two digits would print them all as 0.00)."""
+    cosines = ["median largest change of a score difference", "median smallest gap between different grades"]
+    return (summary.style.format("{:.4f}", subset=cosines)
+            .format("{:.0f}", subset=["reordered (%)", "judged pair swapped (%)"]))

@@ -14,7 +14,7 @@ from typing import Any
 
 from .experiments import OBJECTIVES, TABLE1, TABLE2, Experiment
 
-__all__ = ["CLAIMS", "findings", "measured_frame", "paper_frame", "relative_gains"]
+__all__ = ["CLAIMS", "changed_questions", "findings", "measured_frame", "paper_frame", "relative_gains"]
 
 #: The paper's conclusions (section 5), each tested by :func:`findings`.
 CLAIMS = {
@@ -161,3 +161,30 @@ def findings(frame) -> dict[str, dict[str, Any]]:
             ],
         )
     return out
+
+
+def changed_questions(result: Mapping[str, Any], benchmark: str, metric: str, reference: str,
+                      systems: Sequence[str]):
+    """Per system of an :func:`~unifar.evaluation.runner.evaluate_all` result: how many of the
+    benchmark's questions score ``metric`` differently from ``reference``, and how many of them
+    the reference already scores at the ceiling (100: nothing above it to gain). A system equal to
+    its reference to every digit has 0 changed questions; the ceiling share says whether any room
+    was left.
+
+    >>> r = {"benchmarks": {"b": {"systems": {
+    ...     "base": {"per_query": {"mrr@10": {"q1": 100.0, "q2": 50.0}}},
+    ...     "run": {"per_query": {"mrr@10": {"q1": 100.0, "q2": 100.0}}}}}}}
+    >>> changed_questions(r, "b", "mrr@10", "base", ["run"]).to_dict(orient="index")
+    {'run': {'questions': 2, 'changed': 1, 'reference at the ceiling': 1}}
+    """
+    import pandas as pd
+
+    entry = result["benchmarks"][benchmark]["systems"]
+    ref = entry[reference]["per_query"][metric]
+    ceiling = sum(v >= 100.0 for v in ref.values())
+    rows = {}
+    for name in systems:
+        values = entry[name]["per_query"][metric]
+        rows[name] = {"questions": len(ref), "changed": sum(values[q] != v for q, v in ref.items()),
+                      "reference at the ceiling": ceiling}
+    return pd.DataFrame(rows).T
