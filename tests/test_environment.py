@@ -127,18 +127,30 @@ def test_conda_packages_are_only_python_and_pip(environment):
     assert names == {"python", "pip"}, names
 
 
-def test_nbval_sanitiser_hides_timings_whatever_their_width():
-    """CI compares re-executed notebooks with their stored outputs after `.ci/nbval_sanitize.cfg`:
-    a timing a warm cache makes short ("    0.2 s") must compare equal to a cold one ("  288.0 s"),
-    padding included (chapter 1's timing table once failed CI for that), and a tqdm rate must go."""
+def _sanitize_patterns() -> list:
     nbval_plugin = pytest.importorskip("nbval.plugin")
-    patterns = nbval_plugin.get_sanitize_patterns((ROOT / ".ci" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
-    assert len(patterns) >= 5 and all(rep for _, rep in patterns)
+    return nbval_plugin.get_sanitize_patterns((ROOT / ".ci" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+
+
+def _sanitiser():
+    """What CI's nbval does to stored and fresh outputs before comparing them."""
+    patterns = _sanitize_patterns()
 
     def sanitise(text: str) -> str:
         for regex, rep in patterns:
             text = re.sub(regex, rep, text)
         return text
+
+    return sanitise
+
+
+def test_nbval_sanitiser_hides_timings_whatever_their_width():
+    """CI compares re-executed notebooks with their stored outputs after `.ci/nbval_sanitize.cfg`:
+    a timing a warm cache makes short ("    0.2 s") must compare equal to a cold one ("  288.0 s"),
+    padding included (chapter 1's timing table once failed CI for that), and a tqdm rate must go."""
+    patterns = _sanitize_patterns()
+    assert len(patterns) >= 5 and all(rep for _, rep in patterns)
+    sanitise = _sanitiser()
 
     def row(name: str, seconds: float) -> str:
         return f"{name:<34} {seconds:7.1f} s\n"
@@ -146,6 +158,20 @@ def test_nbval_sanitiser_hides_timings_whatever_their_width():
     assert sanitise(row("minilm mean pooling", 0.2)) == sanitise(row("minilm mean pooling", 288.0))
     assert sanitise("wall 424 s, 47.0 FTUs/s") == sanitise("wall 61 s, 3.1 FTUs/s")
     assert sanitise("MAP 41.68") == "MAP 41.68"  # numbers without a unit are compared as they are
+
+
+def test_nbval_sanitiser_makes_a_reused_run_read_as_a_trained_one():
+    """A chapter that reuses a finished run prints :func:`unifar.reuse.reused_message` where a cold
+    clone trains and prints its time (chapter 8's stored output once said "reused" and failed CI
+    on a fresh clone): both must compare equal, and a different loss must still differ."""
+    from unifar.reuse import reused_message
+
+    sanitise = _sanitiser()
+
+    cold = "icrop: 10 steps in 16 s, loss 0.158 -> 0.038\n"
+    assert sanitise(reused_message("icrop", 10, ", loss 0.158 -> 0.038") + "\n") == sanitise(cold)
+    assert sanitise(reused_message("icrop", 10, ", loss 0.158 -> 0.039") + "\n") != sanitise(cold)
+    assert sanitise(reused_message("full, seed 0", 20) + "\n") == sanitise("full, seed 0: 20 steps in 15 s\n")
 
 
 def lock_pins() -> dict[str, Version]:
@@ -177,13 +203,7 @@ def test_lock_pins_every_pyproject_dependency_within_its_range(pyproject_require
 def test_nbval_sanitiser_hides_pandas_styler_ids():
     """pandas' Styler names each HTML table after a random uuid (T_69971): a re-executed chapter
     must compare equal with its stored output, and the table's content must still be compared."""
-    nbval_plugin = pytest.importorskip("nbval.plugin")
-    patterns = nbval_plugin.get_sanitize_patterns((ROOT / ".ci" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
-
-    def sanitise(text: str) -> str:
-        for regex, rep in patterns:
-            text = re.sub(regex, rep, text)
-        return text
+    sanitise = _sanitiser()
 
     html = '<style>#T_25638_row0_col0 {color: red}</style><table id="T_25638"><td id="T_25638_row0_col0">41.68</td>'
     assert sanitise(html) == sanitise(html.replace("25638", "69971"))

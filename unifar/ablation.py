@@ -24,6 +24,7 @@ from typing import Any
 
 from .config import ABLATIONS, TrainArgs, UniFARConfig
 from .files import atomic_file
+from .reuse import reused_message
 
 __all__ = ["FULL_MODEL", "ROWS", "AblationRun", "row_config", "row_folder", "train_rows"]
 
@@ -159,7 +160,7 @@ def train_rows(
             record = {**args, "seed": seed}
             done = _finished(run_dir, config, record) if resume else None
             if done is not None:
-                say(f"{row}, seed {seed}: finished earlier ({done.steps} steps), reused")
+                say(reused_message(f"{row}, seed {seed}", done.steps))
                 out[(row, seed)] = done
                 continue
             shutil.rmtree(run_dir, ignore_errors=True)  # a half-finished or stale run starts again

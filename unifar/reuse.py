@@ -14,7 +14,7 @@ from typing import Any
 
 from .checkpoints import WEIGHTS_NAME, load_weights
 
-__all__ = ["finished_run"]
+__all__ = ["finished_run", "reused_message"]
 
 
 def finished_run(output_dir: str | os.PathLike[str], model: Any, args: Any = None) -> Any:
@@ -46,3 +46,16 @@ def finished_run(output_dir: str | os.PathLike[str], model: Any, args: Any = Non
     return TrainResult(model=model, output_dir=out, final_dir=out / "final", steps=int(info["steps"]),
                        start_step=int(info.get("start_step", 0)), last_checkpoint=None,
                        last_terms=dict(info.get("last_terms") or {}), run_info=info)
+
+
+def reused_message(name: str, steps: int, tail: str = "") -> str:
+    """The line a chapter prints for a run it reuses instead of training: ``NAME: finished
+    earlier (N steps), reused`` + ``tail``. One form for every chapter, so that CI's output
+    sanitiser (``.ci/nbval_sanitize.cfg``, rule ``reused-training-runs``) maps it onto the line a
+    cold run prints (``NAME: N steps in T s`` + ``tail``): a stored output must not depend on
+    what the machine's ``artifacts/`` held.
+
+    >>> reused_message("icrop", 10, ", loss 0.158 -> 0.038")
+    'icrop: finished earlier (10 steps), reused, loss 0.158 -> 0.038'
+    """
+    return f"{name}: finished earlier ({steps} steps), reused{tail}"

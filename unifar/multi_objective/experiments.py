@@ -32,6 +32,7 @@ from typing import Any
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
 from ..files import write_json
+from ..reuse import reused_message
 from .objectives import DOCUMENT_TO_DOCUMENT, QUESTION_TO_DOCUMENT, Objective
 from .schedules import (
     PAPER_BATCH_SIZE,
@@ -319,7 +320,9 @@ def train_experiments(
         done = _finished(exp, where, settings, base.device) if resume else None
         if done is not None:
             runs[exp.name] = done
-            say(f"{exp.name}: finished earlier in {where}, reused")
+            losses = done.losses()
+            say(reused_message(exp.name, sum(p.steps for p in phases),
+                               f", loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""))
             continue
         model = copy.deepcopy(start.model if start is not None else base)
         t0 = time.perf_counter()
