@@ -211,7 +211,7 @@ def test_pool_rank_changes_finds_swaps_only_where_grades_differ():
     assert t.loc[("moved", "q1"), "min_judged_gap"] == pytest.approx(0.4)
     summary = rank_change_summary(t.reset_index())
     assert summary.loc["same grades", "reordered (%)"] == 100 and summary.loc["same grades", "judged pair swapped (%)"] == 0
-    assert summary.loc["moved", "judged pair swapped (%)"] == 50 and summary.loc["moved", "questions with one grade"] == 1
+    assert summary.loc["moved", "judged pair swapped (%)"] == 50 and summary.loc["moved", "one-grade questions"] == 1
     assert ">0.2750<" in rank_change_style(summary).to_html()  # median of 0.55 and 0: four digits
     with pytest.raises(ValueError, match="pools"):
         pool_rank_changes(_bench(qrels, n_docs=3), ref, [moved])

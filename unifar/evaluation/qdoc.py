@@ -370,24 +370,24 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
 
 
 def rank_change_summary(changes: Any):
-    """:func:`pool_rank_changes`' rows summed up per system: the share of questions whose pool
-    was reordered at all and whose differently judged candidates swapped (percent), the median
-    over questions of ``max_shift`` and of ``min_judged_gap`` (questions whose candidates all
-    have one grade left out of the latter), and the number of such one-grade questions."""
+    """:func:`pool_rank_changes`' rows summed up per system: ``reordered (%)``, the share of
+    questions whose pool was reordered at all; ``judged pair swapped (%)``, the share in which two
+    differently judged candidates swapped; ``largest shift, median``, the median over questions of
+    ``max_shift``; ``smallest judged gap, median``, the median of ``min_judged_gap`` (questions
+    whose candidates all have one grade left out); ``one-grade questions``, their number."""
     g = changes.groupby("system", sort=False)
     return g.agg(**{
         "questions": ("qid", "size"),
         "reordered (%)": ("reordered", lambda s: 100.0 * s.mean()),
         "judged pair swapped (%)": ("discordant_judged", lambda s: 100.0 * (s > 0).mean()),
-        "median largest change of a score difference": ("max_shift", "median"),
-        "median smallest gap between different grades": ("min_judged_gap", "median"),
-        "questions with one grade": ("min_judged_gap", lambda s: int(s.isna().sum())),
+        "largest shift, median": ("max_shift", "median"),
+        "smallest judged gap, median": ("min_judged_gap", "median"),
+        "one-grade questions": ("min_judged_gap", lambda s: int(s.isna().sum())),
     })
 
 
 def rank_change_style(summary: Any):
     """:func:`rank_change_summary` for display: shares as whole percents, score changes and gaps
     to four digits (cosines: two digits would print them all as 0.00)."""
-    cosines = ["median largest change of a score difference", "median smallest gap between different grades"]
-    return (summary.style.format("{:.4f}", subset=cosines)
+    return (summary.style.format("{:.4f}", subset=["largest shift, median", "smallest judged gap, median"])
             .format("{:.0f}", subset=["reordered (%)", "judged pair swapped (%)"]))
