@@ -390,4 +390,4 @@ def rank_change_style(summary: Any):
     """:func:`rank_change_summary` for display: shares as whole percents, score changes and gaps
     to four digits (cosines: two digits would print them all as 0.00)."""
     return (summary.style.format("{:.4f}", subset=["largest shift, median", "smallest judged gap, median"])
-            .format("{:.0f}", subset=["reordered (%)", "judged pair swapped (%)"]))
+            .format("{:.0f}", subset=["questions", "reordered (%)", "judged pair swapped (%)", "one-grade questions"]))
