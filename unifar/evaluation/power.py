@@ -87,8 +87,8 @@ def minimum_detectable_effect(
     groups = _groups(diffs, strata)
     reps = bootstrap_means(groups, n_resamples, seed)
     se = float(np.std(reps, ddof=1)) if n_resamples > 1 else 0.0
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
-    return MDE(mde=z * se, se=se, n=int(sum(g.size for g in groups)), power=power, alpha=alpha, reference=reference)
+    return MDE(mde=_mde_multiplier(power, alpha) * se, se=se, n=int(sum(g.size for g in groups)), power=power,
+               alpha=alpha, reference=reference)
 
 
 def mde_from_interval(low: float, high: float, power: float = 0.8, alpha: float = 0.05) -> float:
@@ -99,7 +99,12 @@ def mde_from_interval(low: float, high: float, power: float = 0.8, alpha: float 
     2.8
     """
     se = (float(high) - float(low)) / (2.0 * NormalDist().inv_cdf(0.975))
-    return (NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)) * se
+    return _mde_multiplier(power, alpha) * se
+
+
+def _mde_multiplier(power: float, alpha: float) -> float:
+    """``z_{1-alpha/2} + z_power``: the MDE in standard errors (two-sided test, normal approximation)."""
+    return NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
 
 
 def power_for(effect: float, se: float, alpha: float = 0.05) -> float:
