@@ -348,3 +348,38 @@ def test_pick_device_gives_a_bare_cuda_an_index(monkeypatch):
     assert pick_device("cuda") == torch.device("cuda", 0)
     assert pick_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
     assert pick_device("cpu") == torch.device("cpu")
+
+
+def test_tokenising_a_text_twice_reads_the_memo_and_gives_the_same_inputs(tokenizer, docs):
+    """encode_inputs keeps the token ids of every text a tokenizer with the same rules split
+    before: a second tokenizer instance gets the same EncodedInputs without tokenising again,
+    and a tokenizer with other rules (lower-casing off) gets its own ids."""
+    from transformers import AutoTokenizer
+
+    from unifar import text
+
+    texts = [(d["title"], d["sentences"]) for d in docs]
+    first = text.encode_inputs(tokenizer, texts, 64)
+    twin = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    calls = []
+    real = type(twin).__call__
+
+    class Counting(type(twin)):
+        def __call__(self, batch, *a, **k):
+            calls.append(list(batch))
+            return real(self, batch, *a, **k)
+
+    twin.__class__ = Counting
+    again = text.encode_inputs(twin, texts, 64)
+    assert again == first and calls == []
+    text.encode_inputs(twin, texts + [("", ["A sentence never seen."])], 64)
+    assert calls == [["A sentence never seen."]]  # only the new text is tokenised
+    # the same result as the tokenizer called directly (no memo involved)
+    direct = tokenizer(SENTS[:2], add_special_tokens=False)["input_ids"]
+    assert first[1].input_ids == [tokenizer.cls_token_id, *direct[0], tokenizer.sep_token_id,
+                                  *direct[1], tokenizer.sep_token_id]
+    cased = AutoTokenizer.from_pretrained(tokenizer.name_or_path, do_lower_case=False)
+    assert text._tokenizer_fingerprint(cased) != text._tokenizer_fingerprint(tokenizer)
+    assert text.encode_inputs(cased, [("", ["DENSE Retrieval"])], 64)[0].input_ids == [
+        tokenizer.cls_token_id, *cased(["DENSE Retrieval"], add_special_tokens=False)["input_ids"][0],
+        tokenizer.sep_token_id]

@@ -215,3 +215,43 @@ def test_pool_rank_changes_finds_swaps_only_where_grades_differ():
     assert ">0.2750<" in rank_change_style(summary).to_html()  # median of 0.55 and 0: four digits
     with pytest.raises(ValueError, match="pools"):
         pool_rank_changes(_bench(qrels, n_docs=3), ref, [moved])
+
+
+def test_pool_rank_changes_reads_the_encoded_collections_an_evaluation_kept():
+    """With ``index_cache`` a system whose collection is already encoded (same key, same
+    documents in the same order) is not indexed again; other documents are indexed anew."""
+    qrels = {"q1": {"d1": 2, "d2": 0, "d3": 0}}
+    bench = _bench(qrels, n_docs=3, candidates={"q1": ["d1", "d2", "d3"]})
+    built = []
+
+    class Counting(FixedRetriever):
+        def index(self, documents):
+            built.append(len(documents))
+            return super().index(documents)
+
+    ref = Counting({"question q1": {"d1": 0.9, "d2": 0.5, "d3": 0.4}})
+    kept: dict = {}
+    first = pool_rank_changes(bench, ref, [ref], index_cache=kept, collection="toy")
+    assert built == [3] and list(kept) == [("fixed", "toy")]
+    again = pool_rank_changes(bench, ref, [ref], index_cache=kept, collection="toy")
+    assert built == [3] and again.equals(first)
+    kept[("fixed", "toy")] = (["d3", "d2", "d1"], ["d3", "d2", "d1"])  # another order: rebuilt
+    pool_rank_changes(bench, ref, [ref], index_cache=kept, collection="toy")
+    assert built == [3, 3]
+
+
+def test_evaluate_all_keeps_every_encoded_collection_in_index_cache(monkeypatch):
+    """evaluate_all fills ``index_cache`` under ``(index_key, collection)`` and keeps it after the
+    run (without it, collections no later benchmark needs are freed)."""
+    from unifar.evaluation.benchmarks import LoadedBenchmark
+    from unifar.evaluation import runner
+
+    qrels = {"q1": {"d1": 2, "d2": 0, "d3": 0}}
+    bench = _bench(qrels, n_docs=3, candidates={"q1": ["d1", "d2", "d3"]})
+    lb = LoadedBenchmark("toy", "qdoc", bench, QDocProtocol("toy", metrics=("map",), graded_metrics=("ndcg@1",)),
+                         "toy", {})
+    ref = FixedRetriever({"question q1": {"d1": 0.9, "d2": 0.5, "d3": 0.4}})
+    kept: dict = {}
+    monkeypatch.setattr(runner, "_load_benchmarks", lambda benchmarks, opts: ([lb], {"toy": 0.0}))
+    runner.evaluate_all(retrievers=[ref], benchmarks=["toy"], n_resamples=10, log=None, index_cache=kept)
+    assert kept[("fixed", "toy")] == (["d1", "d2", "d3"], ["d1", "d2", "d3"])

@@ -10,8 +10,12 @@ states can be pooled for the whole batch with one matrix product
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
+import weakref
+from array import array
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
@@ -173,6 +177,57 @@ def _fit(pieces: list[list[int]], budget: int) -> tuple[list[list[int]], bool]:
     return kept, False
 
 
+# Token ids of every text a tokenizer has split, shared by all tokenizers with the same rules:
+# a chapter that evaluates ten models on one collection tokenises its sentences once, not ten
+# times (tokenising was a third of chapter 6's evaluation). Keyed by a fingerprint of the fast
+# tokenizer's serialised rules; ids are stored as int32 arrays (about 180 bytes a sentence).
+_MEMO_LIMIT = 2_000_000  # texts per memo; a larger one starts again (memory, not correctness)
+_MEMOS: dict[str, dict[str, array]] = {}
+_MEMO_OF: "weakref.WeakKeyDictionary[Any, dict[str, array]]" = weakref.WeakKeyDictionary()
+
+
+def _tokenizer_fingerprint(tokenizer: Any) -> str | None:
+    """A digest of a fast tokenizer's rules (vocabulary, normaliser, pre-tokeniser, model), without
+    its per-call truncation and padding state; None for a tokenizer with no serialised form."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    spec = json.loads(backend.to_str())
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    return hashlib.blake2b(json.dumps(spec, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+def _sentence_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids (no special tokens) of each text; texts seen before come from the memo, the
+    others go through the tokenizer in one batched call."""
+    if not texts:
+        return []
+    # verbose=False: sentences longer than the model's limit are cut by the caller (whole
+    # trailing sentences, then the last one), so the tokenizer's "sequence length" warning is moot
+    try:
+        memo = _MEMO_OF.get(tokenizer)
+    except TypeError:  # an unhashable tokenizer: no memo
+        memo = None
+    if memo is None:
+        fingerprint = _tokenizer_fingerprint(tokenizer)
+        if fingerprint is None:
+            return tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        memo = _MEMOS.setdefault(fingerprint, {})
+        try:
+            _MEMO_OF[tokenizer] = memo
+        except TypeError:
+            pass
+    todo = list(dict.fromkeys(t for t in texts if t not in memo))
+    if todo and len(memo) + len(todo) > _MEMO_LIMIT:
+        memo.clear()
+        todo = list(dict.fromkeys(texts))
+    if todo:
+        new = tokenizer(todo, add_special_tokens=False, verbose=False)["input_ids"]
+        memo.update(zip(todo, (array("i", x) for x in new)))
+    return [memo[t].tolist() for t in texts]
+
+
 def encode_inputs(
     tokenizer: Any,
     texts: Sequence[tuple[str, list[str]]],
@@ -188,14 +243,12 @@ def encode_inputs(
     flat: list[str] = []
     for title, sentences in texts:
         flat.extend(([title] if title else []) + list(sentences))
-    # verbose=False: sentences longer than the model's limit are cut below (whole trailing
-    # sentences, then the last one), so the tokenizer's "sequence length" warning is moot here
-    ids = tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"] if flat else []
+    ids = _sentence_ids(tokenizer, flat)
     out: list[EncodedInput] = []
     k = 0
     for title, sentences in texts:
         units = ([title] if title else []) + list(sentences)
-        pieces = [list(x) for x in ids[k : k + len(units)]]
+        pieces = ids[k : k + len(units)]
         k += len(units)
         # Sentences that tokenise to nothing (e.g. lone control characters) are dropped.
         keep = [i for i, p in enumerate(pieces) if p]

@@ -337,14 +337,17 @@ def choose_on_qdoc_dev(
     }
 
 
-def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any]):
+def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any],
+                      index_cache: dict[Any, Any] | None = None, collection: str | None = None):
     """For a benchmark whose questions rerank a pool (SciRepEval search): how each of ``others``
     reorders every pool relative to ``reference`` (:func:`unifar.evaluation.ranking.rank_change`
     per question), one row per (system, question), the system under its ``name``.
 
     It says why two systems score the same to every digit: no pair of differently judged
     candidates swapped, because the score changes (``max_shift``) stay below the gaps between
-    such candidates (``min_judged_gap``).
+    such candidates (``min_judged_gap``). ``index_cache`` and ``collection``: the encoded
+    collections an :func:`~unifar.evaluation.runner.evaluate_all` run kept (its ``index_cache``)
+    and the benchmark's collection name there; systems found in it are not encoded again.
     """
     import pandas as pd
 
@@ -356,8 +359,20 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
     column = {d["id"]: i for i, d in enumerate(docs)}
     qids, texts = list(bench.questions["qid"]), list(bench.questions["text"])
 
+    ids = [d["id"] for d in docs]
+
+    def index_of(retriever: Any) -> Any:
+        key = (retriever.index_key, collection or bench.name)
+        hit = index_cache.get(key) if index_cache is not None else None
+        if hit is not None and hit[0] == ids:  # the same documents in the same order
+            return hit[1]
+        index = retriever.index(docs)
+        if index_cache is not None:
+            index_cache[key] = (ids, index)
+        return index
+
     def pools(retriever: Any) -> list[np.ndarray]:
-        scores = np.asarray(retriever.score(texts, retriever.index(docs)), dtype=np.float64)
+        scores = np.asarray(retriever.score(texts, index_of(retriever)), dtype=np.float64)
         return [scores[i, [column[d] for d in bench.candidates[q]]] for i, q in enumerate(qids)]
 
     ref = pools(reference)

@@ -242,6 +242,7 @@ def evaluate_all(
     log: Callable[[str], None] | None = print,
     cache_dir: str | os.PathLike[str] | None = None,
     labeller: str | os.PathLike[str] | None = None,
+    index_cache: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate systems on benchmarks; returns the JSON-ready result (module docstring).
 
@@ -255,7 +256,10 @@ def evaluate_all(
     stored there and reused by a later identical encoding (e.g. chapter 5 reuses chapter 1's
     CSFCube embeddings), and frozen-base token states saved there (chapter 1 saves CSFCube's)
     are read back; results are unchanged. ``labeller``: chapter 2's sentence labeller folder, for
-    the ``hybrid-mean-labeller`` system (:mod:`unifar.evaluation.hybrid`).
+    the ``hybrid-mean-labeller`` system (:mod:`unifar.evaluation.hybrid`). ``index_cache``: a
+    dict that keeps every system's encoded collections after the run (keyed by ``(index_key,
+    collection)``), so that a later measurement on the same systems (e.g.
+    :func:`unifar.evaluation.qdoc.pool_rank_changes`) does not encode them again.
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
@@ -277,10 +281,10 @@ def evaluate_all(
         say(f"unifar-trained and unifar-untrained share one frozen base {below}: each input is encoded once for both".replace("  ", " "))
     ranx_warmup = _warm_up_ranx() if any(lb.kind == "qdoc" for lb in loaded) else 0.0
     results: dict[str, Any] = {}
-    cache: dict[Any, Any] = {}
+    cache: dict[Any, Any] = {} if index_cache is None else index_cache
     for n_done, lb in enumerate(loaded):
         still_needed = {x.collection for x in loaded[n_done:]}
-        for key in [k for k in cache if k[1] not in still_needed]:
+        for key in [k for k in cache if index_cache is None and k[1] not in still_needed]:
             del cache[key]  # free encoded collections no later benchmark uses
         results[lb.name] = _evaluate_benchmark(lb, retrievers, cache, opts, n_resamples, seed, say)
         if shared is not None and shared.path is not None:
