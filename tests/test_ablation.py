@@ -32,6 +32,14 @@ def test_rows_are_the_papers_eight_and_ours_three():
     cpu = row_config("chapter 4 CPU profile", cfg)
     assert (cpu.use_token_attention, cpu.train_values, cpu.distill_weight) == (False, True, 10.0)
     assert row_config("w/o L_KD (the paper's objective)", cfg).distill_weight == 0.0
+    # on the paper's objective (chapter 6's base) the CPU profile still distils: it is not
+    # "w/o MHA_tok" under another name
+    paper_base = UniFARConfig(base_model="minilm")
+    assert row_config("chapter 4 CPU profile", paper_base).distill_weight == 10.0
+    assert row_config("chapter 4 CPU profile", paper_base) != row_config("w/o MHA_tok", paper_base)
+    # chapter 6's rows on its base: no configuration twice ("w/o L_KD" is for a distilling base)
+    configs = [row_config(r, paper_base).to_dict() for r in [*list(ROWS)[:8], "chapter 4 CPU profile"]]
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == len(configs)
     with pytest.raises(ValueError, match="unknown ablation row 'w/o everything'"):
         row_config("w/o everything", cfg)
     assert len({row_folder(r) for r in ROWS}) == len(ROWS)  # one folder per row
