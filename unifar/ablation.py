@@ -44,7 +44,7 @@ ROWS: dict[str, dict[str, dict[str, Any]]] = {
     **{name: {"config": dict(over), "args": {}} for name, over in ABLATIONS.items()},
     "full, top layer trained": {"config": {}, "args": {"train_top_layers": 1}},
     "chapter 4 CPU profile": {"config": dict(CPU_PROFILE), "args": {}},
-    # with distillation in the base configuration (chapter 6's profiles): what the teacher adds
+    # for a base configuration that distils (chapter 6's is the paper's objective): what the teacher adds
     "w/o L_KD (the paper's objective)": {"config": {"distill_weight": 0.0}, "args": {}},
 }
 

@@ -283,9 +283,10 @@ def evaluate_all(
     results: dict[str, Any] = {}
     cache: dict[Any, Any] = {} if index_cache is None else index_cache
     for n_done, lb in enumerate(loaded):
-        still_needed = {x.collection for x in loaded[n_done:]}
-        for key in [k for k in cache if index_cache is None and k[1] not in still_needed]:
-            del cache[key]  # free encoded collections no later benchmark uses
+        if index_cache is None:  # free encoded collections no later benchmark uses
+            still_needed = {x.collection for x in loaded[n_done:]}
+            for key in [k for k in cache if k[1] not in still_needed]:
+                del cache[key]
         results[lb.name] = _evaluate_benchmark(lb, retrievers, cache, opts, n_resamples, seed, say)
         if shared is not None and shared.path is not None:
             shared.save()  # on disk: keep every row for later benchmarks, models and chapters
