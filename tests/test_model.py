@@ -38,6 +38,38 @@ def test_selector_per_example_in_one_batch(make_model):
     assert model.encode_documents([{"title": "T", "sentences": SENTS[:2]}]).branch == ["sentence"]
 
 
+def test_token_branch_runs_on_its_own_rows_only_and_matches_the_whole_batch(make_model):
+    """The token branch attends only over the rows that take it, cut to their longest row; what
+    it gives (embeddings, attention, gradients) is what attending over the whole padded batch
+    and selecting those rows gives."""
+    import torch.nn.functional as F
+
+    from unifar.pooling import sentence_states
+    from unifar.text import collate
+
+    model = make_model(init="random")
+    docs = [{"title": "A long paper", "sentences": SENTS + SENTS}, {"title": "", "sentences": SENTS[:1]},
+            {"title": "T", "sentences": SENTS[:4]}, {"title": "", "sentences": SENTS[1:3]}]
+    batch = collate(model.tokenize_documents(docs), model.tokenizer.pad_token_id)
+    tokens = model.token_states(batch).detach().requires_grad_(True)
+    out = model.aggregate(tokens, batch)
+    assert out.uses_sentences.tolist() == [True, False, True, False]
+    # the reference: both branches over the whole batch, then a per-row choice
+    S, sent_mask = sentence_states(tokens, batch.sentence_ids, batch.max_sentences)
+    Q = model.facet_queries(model._input_embedding(tokens, S, batch.has_title))
+    e_s, w_s = model._attend(model.mha_sent, Q, S, sent_mask)
+    e_t, w_t = model._attend(model.mha_tok, Q, tokens, batch.attention_mask.bool())
+    use = out.uses_sentences[:, None, None]
+    ref = F.normalize(torch.where(use, e_s, e_t), dim=-1)
+    K = out.attention.shape[-1]
+    ref_attn = torch.where(use, F.pad(w_s, (0, K - w_s.shape[-1])), F.pad(w_t, (0, K - w_t.shape[-1])))
+    assert torch.allclose(out.embeddings, ref, atol=1e-6)
+    assert torch.allclose(out.attention, ref_attn, atol=1e-6)
+    (g,) = torch.autograd.grad(out.embeddings.sum(), tokens, retain_graph=True)
+    (g_ref,) = torch.autograd.grad(ref.sum(), tokens)
+    assert torch.allclose(g, g_ref, atol=1e-6)
+
+
 def test_ablation_switches_force_one_branch(make_model, docs):
     assert set(make_model(use_sentence_attention=False).encode_documents(docs).branch) == {"token"}
     assert set(make_model(use_token_attention=False).encode_documents(docs).branch) == {"sentence"}

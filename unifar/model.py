@@ -255,9 +255,14 @@ class UniFAR(nn.Module):
             emb = torch.where(use_sent[:, None, None], e, emb)
             attn = torch.where(use_sent[:, None, None], F.pad(w, (0, K - w.shape[-1])), attn)
         if not bool(use_sent.all()):
-            e, w = self._attend(self.mha_tok, Q, tokens, tok_mask)
-            emb = torch.where(use_sent[:, None, None], emb, e)
-            attn = torch.where(use_sent[:, None, None], attn, F.pad(w, (0, K - w.shape[-1])))
+            # Only the inputs that take the token branch (questions, short texts) run it, cut to
+            # their own longest row: a batch of long documents with one question in it attended
+            # over every document's tokens, which doubled the cost of a training step.
+            rows = (~use_sent).nonzero().squeeze(1)
+            width = max(int(tok_mask[rows].sum(dim=1).max()), 1)
+            e, w = self._attend(self.mha_tok, Q[rows], tokens[rows, :width], tok_mask[rows, :width])
+            emb = emb.index_copy(0, rows, e.to(emb.dtype))
+            attn = attn.index_copy(0, rows, F.pad(w, (0, K - w.shape[-1])).to(attn.dtype))
         kl_attn = None
         if need_kl_attention:
             # Figure 2: L_KL trains the aggregation module only, so it sees detached base states.
