@@ -401,6 +401,22 @@ def test_facet_embeddings_cls_and_mean(tokenizer):
         facet_embeddings({"method": encs["method"]}, docs)
 
 
+def test_one_encoder_for_every_facet_runs_once_and_gives_the_same_embeddings(tokenizer, monkeypatch):
+    """FLeW's untrained starting point is one encoder three times: it encodes once, and each
+    facet gets that encoder's embeddings (three distinct encoders still run three times)."""
+    one = _encoder(tokenizer)
+    docs = [{"title": "A", "sentences": ["B.", "C."]}, {"title": "", "abstract": "D."}]
+    calls = []
+    encode = BiEncoder.encode
+    monkeypatch.setattr(BiEncoder, "encode", lambda self, *a, **k: calls.append(id(self)) or encode(self, *a, **k))
+    E = facet_embeddings({f: one for f in ("background", "method", "result")}, docs)
+    assert len(calls) == 1
+    assert torch.equal(E[:, 0], E[:, 2]) and torch.allclose(E[:, 1], encode(one, ["A[SEP]B. C.", "D."]))
+    calls.clear()
+    facet_embeddings(_three_encoders(tokenizer), docs)
+    assert len(calls) == 3
+
+
 # ----- FLeW as an evaluation system --------------------------------------------------------------
 def _three_encoders(tokenizer, pooling: str = "cls") -> dict[str, BiEncoder]:
     """Three different tiny encoders (tiny_bert is seeded: perturb each copy's top layer)."""

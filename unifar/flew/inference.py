@@ -22,6 +22,7 @@ from ..facets import FACETS
 
 __all__ = [
     "facet_embeddings",
+    "per_facet",
     "weighted_embedding",
     "weight_grid",
     "WeightSearch",
@@ -45,13 +46,24 @@ def facet_embeddings(
     missing = [f for f in FACETS if f not in encoders]
     if missing:
         raise KeyError(f"no encoder for facets {missing}")
+    return per_facet(
+        encoders,
+        lambda enc: enc.encode([document_text(d, enc.sep_token) for d in documents],
+                               batch_size=batch_size, show_progress=False, state_cache=state_cache),
+    )
+
+
+def per_facet(encoders: Mapping[str, BiEncoder], encode: Callable[[BiEncoder], torch.Tensor]) -> torch.Tensor:
+    """``[N, 3, h]``: ``encode(encoders[f])`` for each facet of :data:`~unifar.facets.FACETS`,
+    once per distinct encoder (FLeW's untrained starting point is one encoder three times, which
+    then runs once, not three times)."""
+    done: dict[int, torch.Tensor] = {}
     out = []
     for f in FACETS:
         enc = encoders[f]
-        texts = [document_text(d, enc.sep_token) for d in documents]
-        out.append(
-            enc.encode(texts, batch_size=batch_size, show_progress=False, state_cache=state_cache)
-        )
+        if id(enc) not in done:
+            done[id(enc)] = encode(enc)
+        out.append(done[id(enc)])
     return torch.stack(out, dim=1)
 
 

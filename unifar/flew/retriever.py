@@ -27,7 +27,7 @@ from ..evaluation.hybrid import choose_on_csfcube_dev
 from ..evaluation.qdoc import choose_on_qdoc_dev, qdoc_dev_half
 from ..evaluation.retrievers import Retriever, ScoreFn, cached
 from ..facets import FACETS
-from .inference import facet_embeddings, weight_grid, weighted_embedding
+from .inference import facet_embeddings, per_facet, weight_grid, weighted_embedding
 
 __all__ = ["FLeWRetriever", "CSFCUBE_MODES"]
 
@@ -119,13 +119,8 @@ class FLeWRetriever(Retriever):
     # -- q-doc ------------------------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> torch.Tensor:
         """``[N, 3, h]``: each text (a question) by FLeW-bg, -mt and -rs, L2-normalised."""
-        return torch.stack(
-            [
-                e.encode(texts, self.batch_size, show_progress=False, state_cache=self.state_cache)
-                for e in self.encoders.values()
-            ],
-            dim=1,
-        )
+        return per_facet(self.encoders, lambda e: e.encode(texts, self.batch_size, show_progress=False,
+                                                            state_cache=self.state_cache))
 
     def index(self, documents: Sequence[Mapping[str, Any]]) -> torch.Tensor:
         """``[N, 3, h]`` facet embeddings of ``title [SEP] abstract`` (eq. 7)."""
