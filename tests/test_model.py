@@ -70,6 +70,33 @@ def test_token_branch_runs_on_its_own_rows_only_and_matches_the_whole_batch(make
     assert torch.allclose(g, g_ref, atol=1e-6)
 
 
+def test_folded_attention_is_multihead_attention(make_model):
+    """The token branch's folded attention gives nn.MultiheadAttention's output, weights and
+    gradients (key bias included: it cancels), and trains no value rows when they are fixed."""
+    from unifar.model import folded_attention
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()  # a key bias that is not zero
+    Q = torch.randn(3, 3, 32, requires_grad=True)
+    X = torch.randn(3, 7, 32, requires_grad=True)
+    valid = torch.tensor([[True] * 7, [True] * 4 + [False] * 3, [True] + [False] * 6])
+    out, w = folded_attention(mha, Q, X, valid)
+    ref, w_ref = mha(Q, X, X, key_padding_mask=~valid, need_weights=True, average_attn_weights=True)
+    assert torch.allclose(out, ref, atol=1e-5) and torch.allclose(w, w_ref, atol=1e-6)
+    assert torch.all(w[1, :, 4:] == 0)
+    grads = torch.autograd.grad(out.square().sum(), [Q, X, mha.in_proj_weight, mha.out_proj.weight])
+    refs = torch.autograd.grad(ref.square().sum(), [Q, X, mha.in_proj_weight, mha.out_proj.weight])
+    assert all(torch.allclose(g, r, atol=1e-4) for g, r in zip(grads, refs))
+    # the model's fixed value projections (train_values=False) get no gradient this way either
+    model = make_model(init="random", train_values=False)
+    q = torch.randn(2, 3, 32)
+    o, _ = folded_attention(model.mha_tok, q, torch.randn(2, 5, 32), torch.ones(2, 5, dtype=torch.bool))
+    o.sum().backward()
+    assert torch.all(model.mha_tok.in_proj_weight.grad[64:] == 0)
+
+
 def test_ablation_switches_force_one_branch(make_model, docs):
     assert set(make_model(use_sentence_attention=False).encode_documents(docs).branch) == {"token"}
     assert set(make_model(use_token_attention=False).encode_documents(docs).branch) == {"sentence"}
