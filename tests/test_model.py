@@ -44,6 +44,7 @@ def test_token_branch_runs_on_its_own_rows_only_and_matches_the_whole_batch(make
     and selecting those rows gives."""
     import torch.nn.functional as F
 
+    from unifar.attention import attend
     from unifar.pooling import sentence_states
     from unifar.text import collate
 
@@ -57,8 +58,8 @@ def test_token_branch_runs_on_its_own_rows_only_and_matches_the_whole_batch(make
     # the reference: both branches over the whole batch, then a per-row choice
     S, sent_mask = sentence_states(tokens, batch.sentence_ids, batch.max_sentences)
     Q = model.facet_queries(model._input_embedding(tokens, S, batch.has_title))
-    e_s, w_s = model._attend(model.mha_sent, Q, S, sent_mask)
-    e_t, w_t = model._attend(model.mha_tok, Q, tokens, batch.attention_mask.bool())
+    e_s, w_s = attend(model.mha_sent, Q, S, sent_mask)
+    e_t, w_t = attend(model.mha_tok, Q, tokens, batch.attention_mask.bool())
     use = out.uses_sentences[:, None, None]
     ref = F.normalize(torch.where(use, e_s, e_t), dim=-1)
     K = out.attention.shape[-1]
@@ -73,7 +74,7 @@ def test_token_branch_runs_on_its_own_rows_only_and_matches_the_whole_batch(make
 def test_folded_attention_is_multihead_attention(make_model):
     """The token branch's folded attention gives nn.MultiheadAttention's output, weights and
     gradients (key bias included: it cancels), and trains no value rows when they are fixed."""
-    from unifar.model import folded_attention
+    from unifar.attention import folded_attention
 
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)

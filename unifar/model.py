@@ -6,7 +6,8 @@ Reading order, with the paper's symbols:
   whole batch at once;
 * :meth:`UniFAR.facet_queries` -- section 3.2, ``Q = Add&Norm(MLP([A ; E_input]))``;
 * :meth:`UniFAR.aggregate` -- section 3.2, ``E_facet = MHA_sent(Q, S, S)`` if ``|S| >= N_facet``
-  else ``MHA_tok(Q, T, T)``, chosen per input inside one batch;
+  else ``MHA_tok(Q, T, T)``, chosen per input inside one batch (``MHA_tok`` by
+  :func:`unifar.attention.folded_attention`, the same function in a sixteenth of the arithmetic);
 * :meth:`UniFAR.encode_documents` / :meth:`UniFAR.encode_questions` -- the public encoders.
 
 Scoring with the facet similarity matrix (section 3.3) lives in :mod:`unifar.scoring`, the losses
@@ -26,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import attend
 from .base_models import encoder_and_tokenizer, encoder_layers, run_layers, top_encoder_layers
 from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, check_model_folder, load_weights
 from .config import UniFARConfig
@@ -66,38 +68,6 @@ class FacetEncoding:
     def __len__(self) -> int:
         return self.embeddings.shape[0]
 
-
-def folded_attention(mha: nn.MultiheadAttention, Q: torch.Tensor, X: torch.Tensor,
-                     valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""``mha(Q, X, X)`` for a few queries over many keys, with the key and value projections
-    folded into the queries (the same function, about ``E / (F H)`` times less arithmetic).
-
-    For head ``h`` with rows ``W_k^h, W_v^h`` of the packed projection and ``d = E / H``:
-
-    .. math::
-        a^h = \operatorname{softmax}_i\Big(\tfrac{(W_k^{h\top} q^h) \cdot x_i}{\sqrt d}\Big),
-        \qquad o^h = W_v^h \Big(\sum_i a^h_i x_i\Big) + b_v^h,
-
-    since the key bias adds the same ``q^h \cdot b_k^h`` to every key's score (softmax ignores it)
-    and the weights sum to 1. ``nn.MultiheadAttention`` projects every one of the ``L`` keys and
-    values (``2 L E^2`` multiply-adds an input); this costs ``2 F H L E`` for ``F`` queries, so the
-    token branch over a 300-token abstract (``F H`` = 24, ``E`` = 384) does a sixteenth of the
-    work. ``Q`` [B, F, E], ``X`` [B, L, E], ``valid`` [B, L] (True = a real key). Returns the
-    output [B, F, E] and the head-averaged weights [B, F, L], as ``mha`` with
-    ``need_weights=True`` (dropout on the weights, as ``mha``, when it trains).
-    """
-    E, H = mha.embed_dim, mha.num_heads
-    d = E // H
-    W_q, W_k, W_v = mha.in_proj_weight.chunk(3)
-    b_q, _, b_v = mha.in_proj_bias.chunk(3)
-    B, F_, _ = Q.shape
-    q = F.linear(Q, W_q, b_q).view(B, F_, H, d) * d**-0.5
-    u = torch.einsum("bfhd,hde->bfhe", q, W_k.view(H, d, E))  # each head's query in X's space
-    scores = torch.einsum("bfhe,ble->bfhl", u, X).masked_fill(~valid[:, None, None, :], float("-inf"))
-    a = F.dropout(scores.softmax(dim=-1), mha.dropout, mha.training)
-    z = torch.einsum("bfhl,ble->bfhe", a, X)  # each head's weighted mean of the keys
-    o = torch.einsum("bfhe,hde->bfhd", z, W_v.view(H, d, E)) + b_v.view(H, d)
-    return mha.out_proj(o.reshape(B, F_, E)), a.mean(dim=2)
 
 class UniFAR(nn.Module):
     """UniFAR: base encoder + learnable facet anchors + multi-granularity attention.
@@ -259,18 +229,6 @@ class UniFAR(nn.Module):
             return torch.zeros_like(n_sentences, dtype=torch.bool)
         return n_sentences >= c.n_facets
 
-    @staticmethod
-    def _attend(mha: nn.MultiheadAttention, Q: torch.Tensor, KV: torch.Tensor, valid: torch.Tensor,
-                folded: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        # An input with no valid key (an empty text) would give NaN; let it see position 0.
-        # Its result is either discarded by the selector or comes from a [CLS] state.
-        valid = valid.clone()
-        valid[:, 0] |= ~valid.any(dim=1)
-        if folded:
-            return folded_attention(mha, Q, KV, valid)
-        out, w = mha(Q, KV, KV, key_padding_mask=~valid, need_weights=True, average_attn_weights=True)
-        return out, w
-
     def aggregate(self, tokens: torch.Tensor, batch: Batch, need_kl_attention: bool = False) -> UniFAROutput:
         """Facet aggregation of section 3.2 on base token states [B, L, h] (``aggregation="mean"``: the control)."""
         if self.config.aggregation == "mean":
@@ -286,7 +244,7 @@ class UniFAR(nn.Module):
         attn = Q.new_zeros(B, F_, K)
         # Each branch runs only when some input in the batch takes it.
         if bool(use_sent.any()):
-            e, w = self._attend(self.mha_sent, Q, S, sent_mask)
+            e, w = attend(self.mha_sent, Q, S, sent_mask)
             emb = torch.where(use_sent[:, None, None], e, emb)
             attn = torch.where(use_sent[:, None, None], F.pad(w, (0, K - w.shape[-1])), attn)
         if not bool(use_sent.all()):
@@ -295,7 +253,7 @@ class UniFAR(nn.Module):
             # over every document's tokens, which doubled the cost of a training step.
             rows = (~use_sent).nonzero().squeeze(1)
             width = max(int(tok_mask[rows].sum(dim=1).max()), 1)
-            e, w = self._attend(self.mha_tok, Q[rows], tokens[rows, :width], tok_mask[rows, :width], folded=True)
+            e, w = attend(self.mha_tok, Q[rows], tokens[rows, :width], tok_mask[rows, :width], folded=True)
             emb = emb.index_copy(0, rows, e.to(emb.dtype))
             attn = attn.index_copy(0, rows, F.pad(w, (0, K - w.shape[-1])).to(attn.dtype))
         kl_attn = None
@@ -303,7 +261,7 @@ class UniFAR(nn.Module):
             # Figure 2: L_KL trains the aggregation module only, so it sees detached base states.
             Td, Sd = tokens.detach(), S.detach()
             Qd = self.facet_queries(self._input_embedding(Td, Sd, batch.has_title))
-            _, kl_attn = self._attend(self.mha_sent, Qd, Sd, sent_mask)
+            _, kl_attn = attend(self.mha_sent, Qd, Sd, sent_mask)
         return UniFAROutput(embeddings=F.normalize(emb.float(), dim=-1), attention=attn, uses_sentences=use_sent,
                             sentence_mask=sent_mask, token_mask=tok_mask, kl_attention=kl_attn)
 
