@@ -130,3 +130,19 @@ def test_an_ablated_loss_is_zero_at_every_step(trained, row, term):
     assert all(r[term] == 0.0 for r in log) and all(r["l_dd"] > 0 for r in log)
     full = read_log(trained["full"][1].output_dir)
     assert all(r[term] > 0 for r in full)
+
+
+def test_parameter_shift_tells_a_frozen_group_from_a_trained_one(trained):
+    """Chapter 6 explains "freeze anchors" close to "full" by how little the full row's anchors move;
+    the measure must say exactly 0 for the frozen anchors and more than 0 where a group trained."""
+    from unifar.evaluation.structure import parameter_shift
+
+    def start(row):
+        model = copy.deepcopy(trained[row][1].model)
+        model.load_state_dict(trained[row][0])
+        return model
+
+    frozen = parameter_shift(trained["freeze anchors"][1].model, start("freeze anchors"))
+    full = parameter_shift(trained["full"][1].model, start("full"))
+    assert frozen["anchors"] == 0.0 and frozen["aggregation"] > 0
+    assert full["anchors"] > 0 and full["aggregation"] > 0

@@ -10,7 +10,7 @@ from unifar.summary import STATUSES, reproduction_summary, summary_frame
 
 def _write(root, chapter, name, results):
     path = root / chapter / "full" / f"{name}.json"
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "unifar-chapter-results/1", "results": results}))
 
 
@@ -63,6 +63,11 @@ def test_table3_rows_follow_the_ablation_verdicts(tmp_path):
     assert rows["w/o L_QD"].status == "within noise"
     assert rows["w/o A_facet"].status == "differs"  # better here, worse in the paper
     assert rows["w/o MHA_sent"].status == "not run yet"  # no such row measured
+    assert "beyond the paper" not in rows["UniFAR (full)"].measured_as  # the paper's objective
+    _write(tmp_path, "ch06", "ablations", {"table_mean": means, "verdicts": verdicts, "runs": runs,
+                                           "base_distill_weight": 10.0})
+    rows = {r.system: r for r in reproduction_summary(tmp_path) if r.table.startswith("table 3")}
+    assert "distilling chapter 3's teacher (weight 10, beyond the paper)" in rows["w/o L_KL"].measured_as
 
 
 def test_hybrid_rows_read_the_benchmark_study(tmp_path):

@@ -191,6 +191,9 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
     means = (ch06 or {}).get("table_mean", {})
     verdicts = {v["row"]: v for v in (ch06 or {}).get("verdicts", []) if v["column"] == col}
     n_seeds = len({r["seed"] for r in (ch06 or {}).get("runs", {}).values()})
+    kd = (ch06 or {}).get("base_distill_weight", 0.0)
+    objective = (f", every row also distilling chapter 3's teacher (weight {kd:g}, beyond the paper)" if kd
+                 else "")
     rows = []
     for system in t3.rows:
         row = ours.get(system)
@@ -199,7 +202,7 @@ def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
             rows.append(SummaryRow("table 3 (ablation)", system, col, t3.value(system, col), None, "not measured",
                                    "not run yet", "chapter 6's full results are missing"))
             continue
-        measured_as = f"UniFAR-MiniLM, frozen base, row '{row}', mean of {n_seeds} seeds (chapter 6, full profile)"
+        measured_as = f"UniFAR-MiniLM, frozen base, row '{row}', mean of {n_seeds} seeds{objective} (chapter 6, full profile)"
         if row == "full":
             rows.append(SummaryRow("table 3 (ablation)", system, col, t3.value(system, col), value, measured_as,
                                    "differs", "MiniLM with a frozen base on offline FTUs, not a fine-tuned SciBERT on "

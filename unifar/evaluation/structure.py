@@ -10,7 +10,8 @@ reports structural measures, each a function here:
   either branch (token weights summed per sentence), and :func:`span_shares`, the share of each
   facet's attention on given sentence spans against uniform attention (the paper's figure 4);
 * the attention's mass on labelled sentences and its entropy are
-  :func:`unifar.evaluation.attention.facet_attention_stats`.
+  :func:`unifar.evaluation.attention.facet_attention_stats`;
+* :func:`parameter_shift` -- how far training moved each parameter group from where it started.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "relevant_pairs", "sentence_attention",
-           "span_shares"]
+__all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "parameter_shift", "relevant_pairs",
+           "sentence_attention", "span_shares"]
 
 
 def diagonal_contrast(matrix: Any) -> float:
@@ -43,6 +44,37 @@ def diagonal_contrast(matrix: Any) -> float:
     n = m.shape[0]
     diag = float(np.trace(m)) / n
     return diag - (float(m.sum()) - n * diag) / (n * (n - 1))
+
+
+def parameter_shift(model: Any, start: Any) -> dict[str, float]:
+    r"""How far training moved each named parameter group of ``model`` from ``start`` (the same
+    architecture before training), relative to where it started:
+
+    $$ s_g = \frac{\lVert \theta_g - \theta_g^{(0)} \rVert_2}{\lVert \theta_g^{(0)} \rVert_2} $$
+
+    over every tensor whose name starts with ``anchors`` (group ``anchors``), ``base.``
+    (``base``) or anything else (``aggregation``), frozen tensors included; a group that is all
+    zeros at the start is reported as its absolute norm. It tells a variant that did not move
+    (a frozen tensor: exactly 0) from one whose trained tensor barely moved.
+
+    >>> import torch
+    >>> a, b = torch.nn.Module(), torch.nn.Module()
+    >>> a.anchors = torch.nn.Parameter(torch.tensor([[3.0, 4.0]]))
+    >>> b.anchors = torch.nn.Parameter(torch.tensor([[3.0, 4.5]]))
+    >>> parameter_shift(b, a)
+    {'anchors': 0.1}
+    """
+    start_state = start.state_dict()
+    sums: dict[str, list[float]] = {}
+    for name, value in model.state_dict().items():
+        if name not in start_state or not value.is_floating_point():
+            continue
+        group = "anchors" if name.startswith("anchors") else "base" if name.startswith("base.") else "aggregation"
+        ref = start_state[name].to(value.device, value.dtype)
+        d = sums.setdefault(group, [0.0, 0.0])
+        d[0] += float((value - ref).double().pow(2).sum())
+        d[1] += float(ref.double().pow(2).sum())
+    return {g: (diff / ref) ** 0.5 if ref > 0 else diff ** 0.5 for g, (diff, ref) in sums.items()}
 
 
 def relevant_pairs(bench: Any, max_pairs: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
