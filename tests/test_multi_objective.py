@@ -18,9 +18,10 @@ from unifar.caching import TokenStateCache
 from unifar.construction.leakage import ForbiddenSet
 from unifar.files import IntegrityError
 from unifar.multi_objective.icrop import crop_spans, icrop_objective
-from unifar.multi_objective.objectives import Example, Objective, drop_leaks
+from unifar.multi_objective.objectives import Example, Objective, drop_leaks, hold_out
 from unifar.multi_objective.schedules import alternate, mix, sequential
-from unifar.multi_objective.training import BiEncoderTrainArgs, train_bi_encoder
+from unifar.multi_objective.training import (BiEncoderTrainArgs, batch_loss, held_out_losses,
+                                             train_bi_encoder)
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho "
@@ -274,3 +275,43 @@ def test_icrop_texts_are_not_kept_in_the_shared_cache(make_bi):
         args=BiEncoderTrainArgs(show_progress=False),
     )
     assert 0 < len(cache) <= 12  # only the recurring objective's 12 texts
+
+
+# ----------------------------------------------------------------------------- dev curve
+def test_held_out_examples_leave_training_and_a_flat_dev_curve_ends_the_phase(make_bi):
+    obj = hold_out(_objective("a", 24), 8, seed=1)
+    assert len(obj.examples) == 16 and not set(obj.examples) & set(obj.dev)
+    model = make_bi()
+    # one batch: the held-out loss is the batch loss of those examples, without gradient
+    with torch.no_grad():
+        by_hand = batch_loss(model, obj.dev, multiple_negatives_ranking_loss, None).item()
+    assert held_out_losses(model, {"a": obj.dev}, multiple_negatives_ranking_loss, None, 8)["a"] == pytest.approx(by_hand)
+    flat = BiEncoderTrainArgs(show_progress=False, dev_every=2, patience=1, min_delta=10.0)
+    res = train_bi_encoder(model, mix([obj], 8, batch_size=8, lr=3e-3), args=flat, dev={"a": obj.dev})
+    # no measurement can improve by 10: the first one after step 0 ends the phase
+    assert len(res.log) == 2 and res.stopped == {"a": 2} and [p["step"] for p in res.dev_curve] == [0, 2]
+    keep = BiEncoderTrainArgs(show_progress=False, dev_every=3, patience=50)
+    res = train_bi_encoder(make_bi(), mix([obj], 7, batch_size=8, lr=3e-3), args=keep,
+                           dev={"a": obj.dev, "b": _objective("b", 4).examples}, monitor=["a"])
+    assert len(res.log) == 7 and not res.stopped
+    assert [p["step"] for p in res.dev_curve] == [0, 3, 6, 7]  # and the phase's last step
+    assert all(p["dev"] == p["dev/a"] and "dev/b" in p for p in res.dev_curve)
+    # measuring the dev curve does not change the training trajectory
+    plain = train_bi_encoder(make_bi(), mix([obj], 7, batch_size=8, lr=3e-3), args=BiEncoderTrainArgs(show_progress=False))
+    assert plain.losses() == res.losses()
+    with pytest.raises(ValueError, match="monitor"):
+        train_bi_encoder(make_bi(), mix([obj], 2, batch_size=8), args=keep, dev={"a": obj.dev}, monitor=["c"])
+
+
+def test_icrop_holds_out_whole_documents():
+    docs = [{"id": str(i), "title": "", "sentences": [" ".join(f"w{i}x{j}" for j in range(14))]}
+            for i in range(8)]
+    obj = icrop_objective(docs, forbidden=ForbiddenSet(), n_dev=3)
+    doc_of = lambda text: {w.split("x")[0] for w in text.split()}  # noqa: E731
+    dev_docs = set().union(*(doc_of(e.anchor) | doc_of(e.positive) for e in obj.dev))
+    train_docs = set().union(*(doc_of(e.anchor) | doc_of(e.positive) | doc_of(e.negative)
+                               for e in obj.examples + obj.resample(np.random.default_rng(5))))
+    assert len(dev_docs) == 3 and not dev_docs & train_docs and len(train_docs) == 5
+    assert all(e.recurs for e in obj.dev) and obj.stats["dev_examples"] == 3
+    with pytest.raises(ValueError, match="hold out"):
+        icrop_objective(docs, forbidden=ForbiddenSet(), n_dev=7)

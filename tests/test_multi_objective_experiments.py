@@ -20,7 +20,7 @@ from unifar.multi_objective.experiments import (
     experiment_phases,
     train_experiments,
 )
-from unifar.multi_objective.objectives import Example, Objective
+from unifar.multi_objective.objectives import Example, Objective, hold_out
 from unifar.multi_objective.report import (
     findings,
     measured_frame,
@@ -130,6 +130,22 @@ def test_fine_tuning_starts_from_the_single_run_and_finished_runs_are_reused(
     assert torch.equal(again["a → b"].model.encode(probe), tuned)
     longer = train_experiments(exps[1:], objs, base, tmp_path, **{**kw, "steps": 5})
     assert not longer["mix(a+b)"].reused and len(longer["mix(a+b)"].log) == 5
+
+
+def test_runs_draw_dev_curves_on_their_own_objectives(base, tmp_path):
+    objs = {n: hold_out(_objective(n, 12), 4) for n in ("a", "b")}
+    exps = [Experiment(("a", "b"), "finetune")]
+    kw = dict(steps=4, batch_size=4, lr=1e-3, finetune_lr=5e-4, log=None, dev_every=2, patience=5)
+    runs = train_experiments(exps, objs, base, tmp_path, **kw)
+    tuned = runs["a → b"].dev_curve
+    assert [p["step"] for p in tuned] == [0, 2] and all({"dev/a", "dev/b"} <= set(p) for p in tuned)
+    assert all(p["dev"] == p["dev/b"] for p in tuned)  # a fine-tuning run watches its target B
+    assert all(p["dev"] == p["dev/a"] for p in runs["a"].dev_curve)
+    again = train_experiments(exps, objs, base, tmp_path, **kw)
+    assert all(r.reused for r in again.values()) and again["a → b"].dev_curve == tuned
+    assert not any(r.reused for r in train_experiments(exps, objs, base, tmp_path, **{**kw, "patience": 4}).values())
+    with pytest.raises(ValueError, match="no held-out examples"):
+        train_experiments([Experiment(("c",))], {**objs, "c": _objective("c")}, base, tmp_path, **kw)
 
 
 def test_retriever_on_cached_lower_states_scores_as_without(base):

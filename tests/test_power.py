@@ -97,3 +97,15 @@ def test_power_table_and_labelled_verdicts():
     assert relabelled.verdict.iloc[0] in ("underpowered", "better", "worse")
     if verdicts[verdicts.benchmark == "pubmedqa"].verdict.iloc[0] == "within noise":
         assert relabelled.verdict.iloc[0] == "underpowered"
+
+
+def test_saved_verdicts_are_labelled_from_the_saved_per_query_scores():
+    from unifar.evaluation.power import label_verdicts, labelled_verdicts, power_table
+    from unifar.evaluation.report import verdict_table
+
+    res = _result(np.random.default_rng(3))
+    verdicts = verdict_table(res, "unifar-trained", ["mean"], metrics={"csfcube": ["all/map"], "pubmedqa": ["mrr@10"]})
+    saved = {**res, "verdicts": verdicts.to_dict(orient="records")}  # a record as a chapter writes it
+    got = labelled_verdicts(saved, "mean", "hybrid-mean", folds=(None, "fold1_test"), n_resamples=500)
+    want = label_verdicts(verdicts, power_table(res, "mean", "hybrid-mean", folds=(None, "fold1_test"), n_resamples=500))
+    assert got.equals(want) and "within noise" not in set(got.verdict) and got.mde.notna().all()

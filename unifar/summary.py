@@ -250,12 +250,25 @@ def _hybrid_rows(root: Path) -> list[SummaryRow]:
     return rows
 
 
+def _labelled(res: Mapping[str, Any] | None, base: str, reference: str) -> list[dict[str, Any]]:
+    """A chapter's saved verdicts with their power labels (:func:`unifar.evaluation.power.labelled_verdicts`;
+    a record saved before the labels is labelled from its per-query scores)."""
+    from .evaluation.power import labelled_verdicts
+
+    if not res or not res.get("verdicts"):
+        return []
+    if all("mde" in v for v in res["verdicts"]) or "benchmarks" not in res:
+        return list(res["verdicts"])  # labelled already, or no per-query scores to label them by
+    return labelled_verdicts(res, base, reference, folds=(None, "fold1_test")).to_dict(orient="records")
+
+
 def _flew_rows(ch07: Mapping[str, Any] | None) -> list[SummaryRow]:
     """FLeW (chapter 7): UniFAR's table 2 row FLeW-bg/mt/rs (each CSFCube facet ranked by its own
     facet encoder) and FLeW's table 1 SciRepEval search column, beside FLeW-MiniLM trained here."""
     t2, t1 = paper.UNIFAR_TABLE2, paper.FLEW_TABLE1
     systems = {b: e["systems"] for b, e in (ch07 or {}).get("benchmarks", {}).items()}
-    verdicts = [v for v in (ch07 or {}).get("verdicts", []) if v.get("system") == "flew-cls" and not v.get("fold")]
+    verdicts = [v for v in _labelled(ch07, "mean", "unifar-trained")
+                if v.get("system") == "flew-cls" and not v.get("fold")]
     what = ("FLeW-MiniLM, [CLS] pooling, top base layer trained per facet on chapter 3's FTU triplets "
             "(chapter 7, full profile)")
     why = ("FLeW fine-tunes all of SciBERT on triplets sampled from a citation graph with intents, which is not "
@@ -272,7 +285,7 @@ def _flew_rows(ch07: Mapping[str, Any] | None) -> list[SummaryRow]:
                       and x["vs"] == "mean"), None)
             if v is not None:
                 extra = (f"; {v['diff']:+.2f} against MiniLM mean pooling (paired 95 % interval "
-                         f"[{v['ci_low']:.2f}, {v['ci_high']:.2f}], {v['verdict']})")
+                         f"[{v['ci_low']:.2f}, {v['ci_high']:.2f}]{_mde_text(v)}, {v['verdict']})")
         rows.append(SummaryRow("table 2 (CSFCube)", "FLeW-bg/mt/rs", col, t2.value("FLeW-bg/mt/rs", col), value,
                                what if cube else "not measured", "differs" if cube else "not run yet",
                                (why + extra) if cube else "chapter 7's full results are missing"))
@@ -304,11 +317,13 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
     trained = pd.DataFrame(scores).T.drop(index=["base", "unifar-trained"], errors="ignore")
     ours = findings(trained) if len(trained) else {}
     # each benchmark's headline metric on the whole benchmark, as chapter 8 counts them
-    verdicts = [v for v in res.get("verdicts", []) if not v.get("fold")
+    verdicts = [v for v in _labelled(res, "base", "unifar-trained") if not v.get("fold")
                 and v.get("metric", "all/map") == HEADLINE_METRICS.get(v.get("benchmark"), ("all/map",))[0]]
-    moved = {v["system"] for v in verdicts if v["verdict"] != "within noise"}
+    moved = {v["system"] for v in verdicts if v["verdict"] in ("better", "worse")}
     n_runs = len({v["system"] for v in verdicts})
     where = "MiniLM mean pooling, top base layer trained (chapter 8, full profile)"
+    how_long = ("one layer trained until its held-out loss flattened"
+                if any(e.get("dev_curve") for e in res.get("experiments", {}).values()) else "a few dozen steps")
     missing = "chapter 8's full results are missing"
     reported = paper_frame()
     theirs = findings(reported)
@@ -325,7 +340,7 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
                 f"multi-objective {table}", row, metric, 100 * float(reported.at[exp.name, col]), value,
                 f"our run {exp.name} ({noise})" if got else "not measured",
                 "differs" if got else "not run yet",
-                "different benchmarks, a sentence encoder as the base, a few dozen steps" if got else missing))
+                f"different benchmarks, a sentence encoder as the base, {how_long}" if got else missing))
     for claim, text in CLAIMS.items():
         t, o = theirs[claim], ours.get(claim)
         if o is None:

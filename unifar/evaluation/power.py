@@ -31,7 +31,8 @@ import numpy as np
 from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
 
 __all__ = ["MDE", "minimum_detectable_effect", "mde_from_interval", "power_for", "verdict", "VERDICTS",
-           "effects_sought", "power_table", "label_verdicts"]
+           "effects_sought", "power_table", "label_verdicts",
+           "labelled_verdicts"]
 
 #: The labels :func:`verdict` gives a comparison.
 VERDICTS = ("better", "worse", "no detectable difference", "underpowered")
@@ -216,3 +217,16 @@ def label_verdicts(verdicts: Any, power: Any) -> Any:
     out.loc[within & has & under, "verdict"] = "underpowered"
     out.loc[within & has & ~under, "verdict"] = "no detectable difference"
     return out
+
+
+def labelled_verdicts(result: Mapping[str, Any], base: str, reference: str, folds: Sequence[str | None] = (None,),
+                      n_resamples: int = N_RESAMPLES, seed: int = 0) -> Any:
+    """The verdicts a chapter saved (``result["verdicts"]``, beside the per-query scores of
+    ``result["benchmarks"]``) labelled by :func:`label_verdicts`, with the power of ``reference``
+    against ``base`` (:func:`power_table`). For results saved before they were labelled (a
+    committed full record) and for the reproduction summary: labelling is a function of what was
+    measured, so it needs no re-run."""
+    import pandas as pd
+
+    power = power_table(result, base, reference, folds=folds, n_resamples=n_resamples, seed=seed)
+    return label_verdicts(pd.DataFrame(result["verdicts"]), power)

@@ -33,7 +33,7 @@ from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
 from ..files import write_json
 from ..reuse import reused_message
-from .objectives import DOCUMENT_TO_DOCUMENT, QUESTION_TO_DOCUMENT, Objective
+from .objectives import DOCUMENT_TO_DOCUMENT, QUESTION_TO_DOCUMENT, Objective, hold_out
 from .schedules import (
     PAPER_BATCH_SIZE,
     PAPER_FINETUNE_LR,
@@ -182,10 +182,12 @@ def concat_objectives(name: str, parts: Sequence[Objective]) -> Objective:
 
 
 def build_objectives(
-    ftu_dir: str | Path, sep: str = "[SEP]", seed: int = 0
+    ftu_dir: str | Path, sep: str = "[SEP]", seed: int = 0, n_dev: int = 0
 ) -> dict[str, Objective]:
     """:data:`OBJECTIVES` from the repository's data and chapter 3's FTUs in ``ftu_dir``, each
-    behind the leakage guard (:func:`~unifar.multi_objective.objectives.drop_leaks`)."""
+    behind the leakage guard (:func:`~unifar.multi_objective.objectives.drop_leaks`). ``n_dev``:
+    examples of each objective held out of training (ICrop: documents), its ``dev`` examples,
+    on which :func:`train_experiments` draws every run's dev curve."""
     from ..construction.ftu_files import load_ftus
     from .icrop import icrop_objective
     from .objectives import (
@@ -207,10 +209,12 @@ def build_objectives(
         questions.kind == QUESTION_TO_DOCUMENT
         and citations.kind == DOCUMENT_TO_DOCUMENT
     )
+    if n_dev:
+        questions, citations = (hold_out(o, n_dev, seed) for o in (questions, citations))
     return {
         "questions": questions,
         "citations": citations,
-        "icrop": icrop_objective(documents, seed),
+        "icrop": icrop_objective(documents, seed, n_dev=n_dev),
     }
 
 
@@ -260,6 +264,8 @@ class ExperimentRun:
     final_dir: Path | None = None
     seconds: float = 0.0
     reused: bool = False
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)  # held-out losses, see train_bi_encoder
+    stopped: dict[str, int] = field(default_factory=dict)  # phase -> steps, where the dev curve ended it
 
     def losses(self) -> list[float]:
         return [r["loss"] for r in self.log]
@@ -281,6 +287,9 @@ def train_experiments(
     resume: bool = True,
     show_progress: bool = False,
     log: Callable[[str], None] | None = print,
+    dev_every: int = 0,
+    patience: int = 3,
+    min_delta: float = 0.0,
 ) -> dict[str, ExperimentRun]:
     """Train every experiment from a copy of ``base`` (a fine-tuning run from its start run,
     trained first if it is not in the list) into ``output_dir/<experiment folder>``.
@@ -288,18 +297,20 @@ def train_experiments(
     ``steps`` per run; a fine-tuning run's second phase has ``finetune_steps`` (default
     ``steps // 2``: "shorter"). ``top_layers``: train the top base layers on cached lower
     states shared by every run (``state_cache``), or the whole base (None). With ``resume`` a
-    run whose record matches its settings is loaded, not trained. Returns ``{name: run}``,
-    start runs first.
+    run whose record matches its settings is loaded, not trained. ``dev_every`` > 0: every run
+    draws a dev curve on the held-out examples of every objective (their ``dev``,
+    :func:`build_objectives`'s ``n_dev``) and stops once the mean over its own objectives (a
+    fine-tuning run: its target B) has not improved by ``min_delta`` for ``patience``
+    measurements; ``steps`` is then a budget. Returns ``{name: run}``, start runs first.
     """
     say = log or (lambda _msg: None)
     finetune_steps = max(1, steps // 2) if finetune_steps is None else finetune_steps
-    if top_layers and state_cache is None:
-        state_cache = TokenStateCache(
-            top_layers=top_layers
-        )  # the frozen layers agree across runs
+    if top_layers and state_cache is None:  # the frozen layers agree across runs
+        state_cache = TokenStateCache(top_layers=top_layers)
     todo = [e.start for e in experiments if e.start is not None] + list(experiments)
     todo = list(dict.fromkeys(sorted(todo, key=lambda e: e.how == "finetune")))
     digests = {name: examples_digest(o.examples) for name, o in objectives.items()}
+    dev = {name: o.dev for name, o in objectives.items() if o.dev} if dev_every > 0 else {}
     runs: dict[str, ExperimentRun] = {}
     for exp in todo:
         where = Path(output_dir) / exp.folder
@@ -313,10 +324,11 @@ def train_experiments(
             "config": base.config.to_dict(),
             "objectives": {o: digests[o] for o in exp.objectives},
             "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
-            "batch_size": batch_size,
-            "top_layers": top_layers,
-            "seed": seed,
+            "batch_size": batch_size, "top_layers": top_layers, "seed": seed,
         }
+        monitor = list(exp.objectives[1:] if exp.how == "finetune" else exp.objectives)
+        if dev:
+            settings["dev"] = _dev_settings(exp, dev, monitor, dev_every, patience, min_delta)
         done = _finished(exp, where, settings, base.device) if resume else None
         if done is not None:
             runs[exp.name] = done
@@ -327,18 +339,35 @@ def train_experiments(
         model = copy.deepcopy(start.model if start is not None else base)
         t0 = time.perf_counter()
         args = BiEncoderTrainArgs(
-            top_layers=top_layers, seed=seed, show_progress=show_progress
+            top_layers=top_layers, seed=seed, show_progress=show_progress,
+            dev_every=dev_every if dev else 0, patience=patience, min_delta=min_delta,
+            dev_batch_size=batch_size,
         )
         res: BiEncoderTrainResult = train_bi_encoder(
-            model, phases, args=args, out_dir=where, state_cache=state_cache
+            model, phases, args=args, out_dir=where, state_cache=state_cache,
+            dev=dev, monitor=monitor if dev else None,
         )
         write_json(where / RUN_RECORD, settings)  # last: the run is complete
-        runs[exp.name] = ExperimentRun(exp, model, res.log, res.final_dir, res.seconds)
-        say(
-            f"{exp.name}: {sum(p.steps for p in phases)} steps in {time.perf_counter() - t0:.0f} s, "
-            f"loss {res.losses()[0]:.3f} -> {res.losses()[-1]:.3f}"
-        )
+        runs[exp.name] = ExperimentRun(exp, model, res.log, res.final_dir, res.seconds,
+                                       dev_curve=res.dev_curve, stopped=res.stopped)
+        say(_trained_message(exp.name, res, sum(p.steps for p in phases), time.perf_counter() - t0))
     return runs
+
+
+def _trained_message(name: str, res: BiEncoderTrainResult, budget: int, seconds: float) -> str:
+    curve = res.dev_curve
+    return (f"{name}: {len(res.log)} of {budget} steps in {seconds:.0f} s, loss {res.losses()[0]:.3f} -> "
+            f"{res.losses()[-1]:.3f}" + (f", dev {curve[0]['dev']:.3f} -> {curve[-1]['dev']:.3f}" if curve else ""))
+
+
+def _dev_settings(exp: Experiment, dev: Mapping[str, Sequence[Any]], monitor: Sequence[str], every: int,
+                  patience: int, min_delta: float) -> dict[str, Any]:
+    """What of a run's dev curve its record must match (the held-out examples by digest)."""
+    missing = [m for m in monitor if m not in dev]
+    if missing:
+        raise ValueError(f"{exp.name}: no held-out examples for {missing} (build_objectives' n_dev)")
+    return {"every": every, "patience": patience, "min_delta": min_delta, "monitor": list(monitor),
+            "examples": {n: examples_digest(d) for n, d in dev.items()}}
 
 
 def _finished(
@@ -348,4 +377,5 @@ def _finished(
     done = finished_run(where, settings, RUN_RECORD, device)
     if done is None:
         return None
-    return ExperimentRun(exp, done.model, done.log, done.final_dir, done.seconds, reused=True)
+    return ExperimentRun(exp, done.model, done.log, done.final_dir, done.seconds, reused=True,
+                         dev_curve=done.dev_curve, stopped=done.stopped)

@@ -102,10 +102,12 @@ def icrop_objective(
     forbidden: ForbiddenSet | None = None,
     id_prefix: str = "",
     name: str = "icrop",
+    n_dev: int = 0,
 ) -> Objective:
     """ICrop over a corpus of documents (``{"id", "title", "sentences"}``), after the leakage
     guard (:func:`~unifar.multi_objective.objectives.drop_leaks`; ``id_prefix`` puts the ids in
-    the forbidden set's id space); fresh crops every epoch."""
+    the forbidden set's id space); fresh crops every epoch. ``n_dev``: documents (a seeded
+    random choice) held out of training, cropped once into the objective's ``dev`` examples."""
     docs = list(documents)
     kept, dropped = drop_leaks([(d,) for d in docs], forbidden, id_prefix)
     words, seen = [], set()
@@ -116,13 +118,25 @@ def icrop_objective(
             seen.add(key)
             words.append(text.split())
 
-    def resample(rng: np.random.Generator) -> list[Example]:
-        return icrop_examples(words, rng, ratio_min, ratio_max, min_tokens)
-
     stats = {
         "documents": len(docs),
         "dropped_leaks": dropped,
         "dropped_short_or_copies": len(kept) - len(words),
     }
+    dev: list[Example] = []
+    if n_dev:
+        if not 2 <= n_dev <= len(words) - 2:
+            raise ValueError(f"{name}: cannot hold out {n_dev} of {len(words)} documents (2 to n - 2)")
+        held = set(np.random.default_rng(seed + 1).permutation(len(words))[:n_dev].tolist())
+        dev_words = [w for i, w in enumerate(words) if i in held]
+        words = [w for i, w in enumerate(words) if i not in held]
+        # fixed crops, measured again and again: their frozen states are worth caching
+        dev = [e._replace(recurs=True) for e in
+               icrop_examples(dev_words, np.random.default_rng(seed + 2), ratio_min, ratio_max, min_tokens)]
+        stats["dev_examples"] = len(dev)
+
+    def resample(rng: np.random.Generator) -> list[Example]:
+        return icrop_examples(words, rng, ratio_min, ratio_max, min_tokens)
+
     examples = resample(np.random.default_rng(seed)) if len(words) >= 2 else []
-    return Objective(name, ICROP, examples, {"examples": len(examples), **stats}, resample)
+    return Objective(name, ICROP, examples, {"examples": len(examples), **stats}, resample, dev)

@@ -36,6 +36,7 @@ from ..construction.leakage import ForbiddenSet, find_leaks, forbidden_from_repo
 from ..evaluation.texts import document_text
 
 __all__ = [
+    "hold_out",
     "Example",
     "Objective",
     "repo_forbidden",
@@ -68,13 +69,15 @@ class Example(NamedTuple):
 @dataclass
 class Objective:
     """A named source of examples. ``resample(rng)`` (ICrop) draws a fresh epoch of examples;
-    without it every epoch is ``examples`` reshuffled."""
+    without it every epoch is ``examples`` reshuffled. ``dev``: held-out examples, never
+    streamed, on which a run's learning curve is measured (:func:`hold_out`)."""
 
     name: str
     kind: str  # QUESTION_TO_DOCUMENT, DOCUMENT_TO_DOCUMENT or ICROP
     examples: list[Example]
     stats: dict[str, int] = field(default_factory=dict)
     resample: Callable[[np.random.Generator], list[Example]] | None = None
+    dev: list[Example] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -89,6 +92,29 @@ class Objective:
             for i in rng.permutation(len(epoch)):
                 yield epoch[i]
             epoch = self.resample(rng) if self.resample is not None else self.examples
+
+
+def hold_out(objective: Objective, n: int, seed: int = 0) -> Objective:
+    """``objective`` with ``n`` of its examples (a seeded random choice) moved to ``dev``: the
+    held-out part of the training data a run's dev curve is measured on. An objective that
+    crops anew every epoch (ICrop) holds out *documents* instead, when it is built
+    (:func:`unifar.multi_objective.icrop.icrop_objective`'s ``n_dev``).
+
+    >>> o = hold_out(Objective("a", "icrop", [Example(str(i), "p") for i in range(5)]), 2)
+    >>> len(o.examples), len(o.dev), o.stats["dev_examples"], set(o.examples) & set(o.dev)
+    (3, 2, 2, set())
+    """
+    if objective.resample is not None:
+        raise ValueError(f"objective {objective.name!r} crops anew every epoch: hold out its documents "
+                         "when building it (icrop_objective's n_dev)")
+    if not 0 <= n < len(objective.examples):
+        raise ValueError(f"objective {objective.name!r}: cannot hold out {n} of {len(objective.examples)} examples")
+    order = np.random.default_rng(seed).permutation(len(objective.examples))
+    dev = set(order[:n].tolist())
+    examples = [e for i, e in enumerate(objective.examples) if i not in dev]
+    return Objective(objective.name, objective.kind, examples,
+                     {**objective.stats, "examples": len(examples), "dev_examples": n},
+                     dev=[objective.examples[i] for i in sorted(dev)])
 
 
 @lru_cache(maxsize=4)

@@ -13,6 +13,13 @@ the model is saved atomically to ``out_dir/final`` and the per-step log to ``out
 Our choices: gradient clipping at norm 1 (sentence-transformers' default), dropout off in the
 top layers of a frozen base (as UniFAR's CPU profile), a new optimizer per phase (the paper's
 fine-tuning is a separate run).
+
+Dev curve (``dev``, ``args.dev_every``): before the first step and every ``dev_every`` steps,
+the loss on held-out examples of each objective (:func:`held_out_losses`, no gradient) goes to
+``result.dev_curve``; a phase ends early once the mean over the monitored objectives has not
+improved by ``args.min_delta`` for ``args.patience`` measurements
+(:class:`unifar.learning_curve.Plateau`), so a run trains until its dev curve flattens, within
+its phases' step budget (the learning rate still decays over the whole budget).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +50,7 @@ __all__ = [
     "BiEncoderTrainArgs",
     "BiEncoderTrainResult",
     "train_bi_encoder",
+    "held_out_losses",
     "prepare_base",
     "examples_digest",
     "finished_run",
@@ -63,6 +71,10 @@ class BiEncoderTrainArgs:
     bf16: bool | None = None  # autocast; default on CUDA only
     seed: int = 0
     show_progress: bool = True
+    dev_every: int = 0  # > 0: measure the held-out losses every dev_every steps (and before step 0)
+    patience: int = 3  # dev measurements without improvement that end a phase
+    min_delta: float = 0.0  # what counts as an improvement of the monitored held-out loss
+    dev_batch_size: int = 16  # held-out batches (in-batch negatives), the paper's batch size
 
 
 @dataclass
@@ -74,6 +86,9 @@ class BiEncoderTrainResult:
     final_dir: Path | None = None
     seconds: float = 0.0
     cached_states: int = 0
+    # {"phase", "step", "dev": monitored mean, "dev/<objective>": loss, ...} per measurement
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+    stopped: dict[str, int] = field(default_factory=dict)  # phase -> steps taken, where it ended early
 
     def losses(self, phase: str | None = None) -> list[float]:
         """The loss of every step (of one phase)."""
@@ -141,6 +156,27 @@ def batch_loss(
     return loss_fn(emb[:b], emb[b : 2 * b], emb[2 * b :] if negatives else None)
 
 
+def held_out_losses(
+    model: BiEncoder,
+    dev: Mapping[str, Sequence[Example]],
+    loss_fn: LossFn,
+    cache: TokenStateCache | None,
+    batch_size: int,
+) -> dict[str, float]:
+    """The mean of ``loss_fn`` over consecutive batches of ``batch_size`` held-out examples, per
+    objective of ``dev`` (a last batch of one example, which has no in-batch negative, is left
+    out), with dropout off and no gradient: the points of a run's dev curve."""
+    out = {}
+    with torch.no_grad():
+        for name, examples in dev.items():
+            parts = [examples[s : s + batch_size] for s in range(0, len(examples), batch_size)]
+            parts = [p for p in parts if len(p) >= 2]
+            if not parts:
+                raise ValueError(f"dev examples of {name!r}: need at least 2, got {len(examples)}")
+            out[name] = sum(float(batch_loss(model, p, loss_fn, cache)) * len(p) for p in parts) / sum(map(len, parts))
+    return out
+
+
 def train_bi_encoder(
     model: BiEncoder,
     phases: Sequence[Phase],
@@ -148,26 +184,36 @@ def train_bi_encoder(
     args: BiEncoderTrainArgs | None = None,
     out_dir: str | Path | None = None,
     state_cache: TokenStateCache | None = None,
+    dev: Mapping[str, Sequence[Example]] | None = None,
+    monitor: Sequence[str] | None = None,
 ) -> BiEncoderTrainResult:
     """Train ``model`` in place on ``phases`` (:mod:`unifar.multi_objective.schedules`); see the
-    module docstring. A non-finite loss or gradient stops the run before its step is applied."""
+    module docstring. ``dev``: held-out examples per objective, measured every
+    ``args.dev_every`` steps; ``monitor``: the objectives whose mean held-out loss decides when a
+    phase has flattened (default: all of ``dev``). A non-finite loss or gradient stops the run
+    before its step is applied."""
     from tqdm.auto import tqdm
 
+    from ..learning_curve import Plateau
+
     args = args or BiEncoderTrainArgs()
+    dev = dict(dev or {}) if args.dev_every > 0 else {}
+    monitor = list(dev) if monitor is None else list(monitor)
+    if dev and (not monitor or any(m not in dev for m in monitor)):
+        raise ValueError(f"monitor {monitor}: choose among the dev objectives {sorted(dev)}")
     torch.manual_seed(args.seed)
     cache = prepare_base(model, args.top_layers, state_cache, args.dropout)
     params = [p for p in model.parameters() if p.requires_grad]
     use_bf16 = model.device.type == "cuda" if args.bf16 is None else args.bf16
-    autocast = (
-        torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-    )
+    autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
     result = BiEncoderTrainResult(model)
-    bar = tqdm(
-        total=sum(p.steps for p in phases),
-        desc="training",
-        unit="step",
-        disable=not args.show_progress,
-    )
+    bar = tqdm(total=sum(p.steps for p in phases), desc="training", unit="step", disable=not args.show_progress)
+
+    def measure(phase: Phase, step: int) -> bool:
+        """One dev-curve point; True when the phase's curve has flattened."""
+        result.dev_curve.append(_dev_point(model, args, cache, dev, monitor, loss_fn, autocast, phase.name, step))
+        return plateau.update(result.dev_curve[-1]["dev"])
+
     start = time.perf_counter()
     for phase in phases:
         # -- each phase: its own AdamW, learning rate decayed linearly from phase.lr to 0
@@ -175,15 +221,16 @@ def train_bi_encoder(
             params, lr=phase.lr, eps=args.adam_eps, weight_decay=args.weight_decay
         )
         scheduler = make_scheduler(optimizer, 0, phase.steps)
+        plateau = Plateau(mode="min", patience=args.patience, min_delta=args.min_delta)
+        if dev:
+            measure(phase, 0)
         for step in range(phase.steps):
             examples, sources = next(phase.batches)
             with autocast:
                 loss = batch_loss(model, examples, loss_fn, cache)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm = float(
-                torch.nn.utils.clip_grad_norm_(params, args.grad_clip or float("inf"))
-            )
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, args.grad_clip or float("inf")))
             value = float(loss.item())
             if not (math.isfinite(value) and math.isfinite(grad_norm)):
                 raise RuntimeError(
@@ -193,35 +240,46 @@ def train_bi_encoder(
             lr = scheduler.get_last_lr()[0]
             optimizer.step()
             scheduler.step()
-            result.log.append(
-                {
-                    "phase": phase.name,
-                    "step": step,
-                    "loss": value,
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "sources": dict(Counter(sources)),
-                }
-            )
+            result.log.append({"phase": phase.name, "step": step, "loss": value, "lr": lr,
+                               "grad_norm": grad_norm, "sources": dict(Counter(sources))})
             bar.update(1)
             bar.set_postfix(phase=phase.name[:24], loss=f"{value:.4f}")
+            done = step + 1
+            if dev and (done % args.dev_every == 0 or done == phase.steps) and measure(phase, done):
+                if done < phase.steps:
+                    result.stopped[phase.name] = done
+                    bar.update(phase.steps - done)
+                break
     bar.close()
     model.eval()
     result.seconds = time.perf_counter() - start
     result.cached_states = len(cache) if cache is not None else 0
     if out_dir is not None:
-        out = Path(out_dir)
-        result.final_dir = model.save_pretrained(out / "final")
-        write_json(
-            out / "log.json",
-            {
-                "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
-                "args": vars(args),
-                "seconds": round(result.seconds, 2),
-                "log": result.log,
-            },
-        )
+        result.final_dir = model.save_pretrained(Path(out_dir) / "final")
+        write_json(Path(out_dir) / "log.json", {
+            "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
+            "args": vars(args), "seconds": round(result.seconds, 2), "log": result.log,
+            "dev_curve": result.dev_curve, "stopped": result.stopped})
     return result
+
+
+def _dev_point(model: BiEncoder, args: BiEncoderTrainArgs, cache: TokenStateCache | None,
+               dev: Mapping[str, Sequence[Example]], monitor: Sequence[str], loss_fn: LossFn, autocast: Any,
+               phase: str, step: int) -> dict[str, Any]:
+    """One point of a dev curve (:func:`held_out_losses` with dropout off): ``dev`` is the mean
+    over the ``monitor`` objectives, ``dev/<objective>`` each objective's loss."""
+    if cache is None:
+        model.eval()  # the whole base trains with dropout: measure without it
+    elif args.dropout:
+        frozen_base_mode(model, args.top_layers, False)  # type: ignore[arg-type]
+    with autocast:
+        losses = held_out_losses(model, dev, loss_fn, cache, args.dev_batch_size)
+    if cache is None:
+        model.train()
+    elif args.dropout:
+        frozen_base_mode(model, args.top_layers, True)  # type: ignore[arg-type]
+    return {"phase": phase, "step": step, "dev": sum(losses[m] for m in monitor) / len(monitor),
+            **{f"dev/{k}": v for k, v in losses.items()}}
 
 
 def examples_digest(examples: Sequence[Example]) -> str:
@@ -245,4 +303,5 @@ def finished_run(
         return None
     saved = json.loads(log.read_text(encoding="utf-8"))
     model = BiEncoder.from_pretrained(final, device=device)
-    return BiEncoderTrainResult(model, saved["log"], final, float(saved.get("seconds", 0.0)))
+    return BiEncoderTrainResult(model, saved["log"], final, float(saved.get("seconds", 0.0)),
+                                dev_curve=saved.get("dev_curve", []), stopped=saved.get("stopped", {}))
