@@ -20,9 +20,9 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "csfcube_dev_measure", "held_out_measure",
+__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "csfcube_dev_measure", "held_out_measure",
            "standard_dev_curve"]
 
 CURVE_NAME = "dev_curve.jsonl"
@@ -82,6 +82,25 @@ def read_curve(path_or_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not p.is_file():
         return []
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def movement_after(curves: Sequence[Sequence[Mapping[str, Any]]], step: int, key: str) -> tuple[int, float]:
+    """How flat several dev curves are after ``step``: the last point at or before ``step`` (over
+    all curves) and the largest absolute change of ``key`` from that point to each curve's end.
+    Chapter 6 asks it of chapter 4's fold1_dev curves: did its runs of ``step`` steps train
+    past the point where the same objective stops improving?
+
+    >>> a = [{"step": 0, "m": 30.0}, {"step": 50, "m": 33.0}, {"step": 100, "m": 33.2}, {"step": 150, "m": 33.1}]
+    >>> b = [{"step": 0, "m": 31.0}, {"step": 50, "m": 32.5}, {"step": 100, "m": 32.4}]
+    >>> at, moved = movement_after([a, b], 120, "m"); at, round(moved, 2)
+    (100, 0.1)
+    """
+    at = max((p["step"] for c in curves for p in c if p["step"] <= step), default=None)
+    if at is None:
+        raise ValueError(f"no dev point at or before step {step}")
+    moved = [abs(c[-1][key] - next(p[key] for p in c if p["step"] == at)) for c in curves
+             if any(p["step"] == at for p in c)]
+    return at, max(moved)
 
 
 @dataclass

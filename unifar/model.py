@@ -32,6 +32,7 @@ from .base_models import encoder_and_tokenizer, encoder_layers, run_layers, top_
 from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, check_model_folder, load_weights
 from .config import UniFARConfig
 from .files import file_digests, write_json
+from .optim import parameter_group
 from .pooling import length_order, mean_pool, sentence_states
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
@@ -367,7 +368,7 @@ class UniFAR(nn.Module):
         """Parameters by learning-rate group (appendix A): base, anchors, aggregation."""
         groups: dict[str, list[nn.Parameter]] = {"base": [], "anchors": [], "aggregation": []}
         for name, p in ((n, p) for n, p in self.named_parameters() if p.requires_grad):
-            groups["base" if name.startswith("base.") else "anchors" if name == "anchors" else "aggregation"].append(p)
+            groups[parameter_group(name)].append(p)  # unifar.optim.parameter_group
         return groups
 
     # ------------------------------------------------------------------ persistence

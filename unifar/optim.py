@@ -16,7 +16,17 @@ from .config import UniFARConfig
 if TYPE_CHECKING:
     from .model import UniFAR
 
-__all__ = ["warmup_linear_factor", "make_optimizer", "make_scheduler"]
+__all__ = ["parameter_group", "warmup_linear_factor", "make_optimizer", "make_scheduler"]
+
+
+def parameter_group(name: str) -> str:
+    """The group of a UniFAR parameter or buffer by its name (appendix A's learning-rate groups):
+    ``base`` (the encoder), ``anchors`` or ``aggregation`` (everything else).
+
+    >>> [parameter_group(n) for n in ("base.encoder.layer.0.attention.self.query.weight", "anchors", "token_attn.in_proj_weight")]
+    ['base', 'anchors', 'aggregation']
+    """
+    return "base" if name.startswith("base.") else "anchors" if name == "anchors" else "aggregation"
 
 
 def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> float:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["LOG_NAME", "read_log", "summarize_log", "start_log"]
+__all__ = ["LOG_NAME", "read_log", "summarize_log", "loss_windows", "start_log"]
 
 LOG_NAME = "log.jsonl"
 
@@ -59,6 +59,20 @@ def summarize_log(records: Sequence[Mapping[str, Any]], window: int = 50,
         "held_out": [{"step": r.get("step"), **{t: float(r["eval"][t]) for t in terms if t in r["eval"]}}
                      for r in records if r.get("eval")],
     }
+
+
+def loss_windows(records: Sequence[Mapping[str, Any]], width: int = 20, term: str = "loss") -> list[dict[str, float]]:
+    """A run's training ``term`` as one mean per ``width`` logged steps (the last window may be
+    shorter), each at the step that ends it: a loss curve short enough to store with a result.
+
+    >>> loss_windows([{"loss": v} for v in (4.0, 2.0, 3.0, 1.0, 0.5)], width=2)
+    [{'step': 2, 'loss': 3.0}, {'step': 4, 'loss': 2.0}, {'step': 5, 'loss': 0.5}]
+    """
+    if width < 1:
+        raise ValueError(f"width must be at least 1, got {width}")
+    values = [float(r[term]) for r in records]
+    return [{"step": min(i + width, len(values)), term: float(np.mean(values[i:i + width]))}
+            for i in range(0, len(values), width)]
 
 
 def start_log(out_dir: Path, resumed_from: Path | None, step: int) -> Path:

@@ -52,8 +52,8 @@ def parameter_shift(model: Any, start: Any) -> dict[str, float]:
 
     $$ s_g = \frac{\lVert \theta_g - \theta_g^{(0)} \rVert_2}{\lVert \theta_g^{(0)} \rVert_2} $$
 
-    over every tensor whose name starts with ``anchors`` (group ``anchors``), ``base.``
-    (``base``) or anything else (``aggregation``), frozen tensors included; a group that is all
+    over the tensors of each group of :func:`unifar.optim.parameter_group` (``base``,
+    ``anchors``, ``aggregation``), frozen tensors included; a group that is all
     zeros at the start is reported as its absolute norm. It tells a variant that did not move
     (a frozen tensor: exactly 0) from one whose trained tensor barely moved.
 
@@ -64,12 +64,14 @@ def parameter_shift(model: Any, start: Any) -> dict[str, float]:
     >>> parameter_shift(b, a)
     {'anchors': 0.1}
     """
+    from ..optim import parameter_group
+
     start_state = start.state_dict()
     sums: dict[str, list[float]] = {}
     for name, value in model.state_dict().items():
         if name not in start_state or not value.is_floating_point():
             continue
-        group = "anchors" if name.startswith("anchors") else "base" if name.startswith("base.") else "aggregation"
+        group = parameter_group(name)
         ref = start_state[name].to(value.device, value.dtype)
         d = sums.setdefault(group, [0.0, 0.0])
         d[0] += float((value - ref).double().pow(2).sum())

@@ -127,8 +127,9 @@ def icrop_objective(
     if n_dev:
         if not 2 <= n_dev <= len(words) - 2:
             raise ValueError(f"{name}: cannot hold out {n_dev} of {len(words)} documents (2 to n - 2)")
-        held = set(np.random.default_rng(seed + 1).permutation(len(words))[:n_dev].tolist())
-        dev_words = [w for i, w in enumerate(words) if i in held]
+        drawn = np.random.default_rng(seed + 1).permutation(len(words))[:n_dev].tolist()
+        dev_words = [words[i] for i in drawn]  # in the drawn order: batches as mixed as training's
+        held = set(drawn)
         words = [w for i, w in enumerate(words) if i not in held]
         # fixed crops, measured again and again: their frozen states are worth caching
         dev = [e._replace(recurs=True) for e in

@@ -112,9 +112,11 @@ def hold_out(objective: Objective, n: int, seed: int = 0) -> Objective:
     order = np.random.default_rng(seed).permutation(len(objective.examples))
     dev = set(order[:n].tolist())
     examples = [e for i, e in enumerate(objective.examples) if i not in dev]
+    # in the drawn order, not the source's: neighbouring examples of a source are often on one
+    # topic, and batches of them would be harder than the shuffled training batches
     return Objective(objective.name, objective.kind, examples,
                      {**objective.stats, "examples": len(examples), "dev_examples": n},
-                     dev=[objective.examples[i] for i in sorted(dev)])
+                     dev=[objective.examples[i] for i in order[:n].tolist()])
 
 
 @lru_cache(maxsize=4)
