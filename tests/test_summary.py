@@ -136,3 +136,11 @@ def test_multi_objective_rows_read_chapter_8(tmp_path):
     assert (found.reported, found.measured, found.status) == (100.0, 50.0, "within noise")
     assert "1 of 2 here (1 ties left out)" in found.why
     assert by[("combined beats each single", "share of comparisons (%)")].status == "not run yet"
+    # the same record whose comparisons could not have seen the paper's effect: underpowered
+    _write(tmp_path, "ch08", "multi_objective", {
+        "scores": {"base": {"csfcube": 39.0}, alt: {"csfcube": 40.5}, mix: {"csfcube": 40.0}},
+        "verdicts": [{"system": s, "fold": "", "benchmark": "csfcube", "metric": "all/map", "mde": 2.5,
+                      "verdict": v} for s, v in ((alt, "underpowered"), (mix, "no detectable difference"),
+                                                 ("questions", "underpowered"))]})
+    found = {r.system: r for r in mo_rows()}["alternate beats mix (3 objectives)"]
+    assert found.status == "underpowered" and "2 of 3 comparisons with the base are underpowered" in found.why

@@ -321,6 +321,8 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
                 and v.get("metric", "all/map") == HEADLINE_METRICS.get(v.get("benchmark"), ("all/map",))[0]]
     moved = {v["system"] for v in verdicts if v["verdict"] in ("better", "worse")}
     n_runs = len({v["system"] for v in verdicts})
+    n_under = sum(v["verdict"] == "underpowered" for v in verdicts)
+    noise_label = "underpowered" if n_under > len(verdicts) / 2 else "within noise"
     where = "MiniLM mean pooling, top base layer trained (chapter 8, full profile)"
     how_long = ("one layer trained until its held-out loss flattened"
                 if any(e.get("dev_curve") for e in res.get("experiments", {}).values()) else "a few dozen steps")
@@ -348,11 +350,14 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
         else:
             # when at most 10 % of the runs move beyond the base's noise (chapter 6's threshold),
             # the comparisons between runs are comparisons of noise, whatever they count
-            status = ("within noise" if len(moved) <= 0.1 * max(1, n_runs) else
-                      "reproduced" if (t["share"] > 0.5) == (o["share"] > 0.5) else "differs")
+            # ... and when most of those comparisons could not have detected the paper's effect, the
+            # noise says nothing: underpowered
+            status = ((noise_label if len(moved) <= 0.1 * max(1, n_runs) else
+                       "reproduced" if (t["share"] > 0.5) == (o["share"] > 0.5) else "differs"))
             why = (f"{text}; holds in {t['holds']} of {t['of']} comparisons in the paper, {o['holds']} of "
                    f"{o['of']} here ({o['ties']} ties left out); {len(moved)} of {n_runs} trained runs differ "
-                   "from the untrained base beyond noise")
+                   f"from the untrained base beyond noise; {n_under} of {len(verdicts)} comparisons with the base "
+                   "are underpowered")
         rows.append(SummaryRow("multi-objective findings", claim, "share of comparisons (%)", 100 * t["share"],
                                100 * o["share"] if o else None, where if o else "not measured", status, why))
     return rows
