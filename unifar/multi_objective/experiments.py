@@ -332,9 +332,7 @@ def train_experiments(
         done = _finished(exp, where, settings, base.device) if resume else None
         if done is not None:
             runs[exp.name] = done
-            losses = done.losses()
-            say(reused_message(exp.name, sum(p.steps for p in phases),
-                               f", loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else ""))
+            say(reused_message(exp.name, len(done.log), _run_tail(done.log, done.dev_curve, phases)))
             continue
         model = copy.deepcopy(start.model if start is not None else base)
         t0 = time.perf_counter()
@@ -350,14 +348,18 @@ def train_experiments(
         write_json(where / RUN_RECORD, settings)  # last: the run is complete
         runs[exp.name] = ExperimentRun(exp, model, res.log, res.final_dir, res.seconds,
                                        dev_curve=res.dev_curve, stopped=res.stopped)
-        say(_trained_message(exp.name, res, sum(p.steps for p in phases), time.perf_counter() - t0))
+        say(f"{exp.name}: {len(res.log)} steps in {time.perf_counter() - t0:.0f} s"
+            + _run_tail(res.log, res.dev_curve, phases))
     return runs
 
 
-def _trained_message(name: str, res: BiEncoderTrainResult, budget: int, seconds: float) -> str:
-    curve = res.dev_curve
-    return (f"{name}: {len(res.log)} of {budget} steps in {seconds:.0f} s, loss {res.losses()[0]:.3f} -> "
-            f"{res.losses()[-1]:.3f}" + (f", dev {curve[0]['dev']:.3f} -> {curve[-1]['dev']:.3f}" if curve else ""))
+def _run_tail(log: Sequence[Mapping[str, Any]], curve: Sequence[Mapping[str, Any]], phases: Sequence[Any]) -> str:
+    """What a trained or a reused run's line says after its step count (the same for both, so
+    that a stored output does not depend on what ``artifacts/`` held)."""
+    tail = f" (budget {sum(p.steps for p in phases)})"
+    if log:
+        tail += f", loss {log[0]['loss']:.3f} -> {log[-1]['loss']:.3f}"
+    return tail + (f", dev {curve[0]['dev']:.3f} -> {curve[-1]['dev']:.3f}" if curve else "")
 
 
 def _dev_settings(exp: Experiment, dev: Mapping[str, Sequence[Any]], monitor: Sequence[str], every: int,
