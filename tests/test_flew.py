@@ -28,7 +28,12 @@ from unifar.flew.inference import (
     weight_grid,
     weighted_embedding,
 )
-from unifar.flew.sampling import neighbourhood_triplets, sample_facet_triplets, triplets_from_ftus
+from unifar.flew.sampling import (
+    hold_out_queries,
+    neighbourhood_triplets,
+    sample_facet_triplets,
+    triplets_from_ftus,
+)
 from unifar.flew.splitting import (
     SPLITTER_INSTRUCTION,
     LabellerClient,
@@ -542,3 +547,30 @@ def test_training_resumes_finished_facets(tokenizer, tmp_path, monkeypatch):
         )
     train_facet_encoders(triplets, docs, base, **{**kw, "lr": 5e-3})  # other settings: trained
     assert len(calls) == 2
+
+
+def test_held_out_query_papers_give_each_facet_a_dev_curve_that_can_end_training(tokenizer, tmp_path):
+    triplets, docs = _training_data()
+    train, dev = hold_out_queries(triplets, 1, seed=0)
+    held = {t[0] for ts in dev.values() for t in ts}
+    assert len(held) == 1 and all(t[0] not in held for ts in train.values() for t in ts)
+    assert {f: len(ts) for f, ts in dev.items()} == {"background": 2, "method": 2}
+    base = _encoder(tokenizer)
+    kw = dict(steps=6, top_layers=1, batch_size=4, lr=1e-2, show_progress=False)
+    plain = train_facet_encoders(train, docs, base, **kw)
+    watched = train_facet_encoders(train, docs, base, dev_triplets=dev, dev_every=2, patience=50, **kw)
+    for f in train:  # measuring the dev curve does not change the training
+        assert watched.losses()[f] == plain.losses()[f]
+        curve = watched.dev_curves()[f]
+        assert [p["step"] for p in curve] == [0, 2, 4, 6]
+        # the point before step 0 is eq. 5 on the held-out triplets, by the untrained base
+        assert curve[0]["dev"] == pytest.approx(_eval_loss(base, dev[f], docs, f), abs=1e-5)
+    assert plain.dev_curves() == {"background": [], "method": []}
+    # no measurement can improve by 10: each facet stops at its first point after step 0
+    flat = train_facet_encoders(train, docs, base, dev_triplets=dev, dev_every=2, patience=1,
+                                min_delta=10.0, out_dir=tmp_path, **kw)
+    assert flat.steps_taken() == {"background": 2, "method": 2}
+    record = json.loads((tmp_path / "method" / "flew_run.json").read_text())
+    assert record["dev_examples"] == 2 and record["args"]["dev_every"] == 2
+    with pytest.raises(ValueError, match="n_queries"):
+        hold_out_queries(triplets, 4)

@@ -31,6 +31,7 @@ from .graph import FacetGraphs
 __all__ = [
     "Triplet",
     "SCINCL_RANKS",
+    "hold_out_queries",
     "neighbourhood_triplets",
     "sample_facet_triplets",
     "triplets_from_ftus",
@@ -149,3 +150,32 @@ def triplets_from_ftus(
                 (u.query, p, n) for p, n in product(u.positives.get(f, []), u.negatives.get(f, []))
             )
     return out
+
+
+def hold_out_queries(
+    triplets_by_facet: Mapping[str, Sequence[Triplet]], n_queries: int, seed: int = 0
+) -> tuple[dict[str, list[Triplet]], dict[str, list[Triplet]]]:
+    """``(train, dev)``: every triplet whose query is one of ``n_queries`` query papers (a seeded
+    draw among the query papers of all facets, the same papers for every facet) moves to
+    ``dev``, the held-out triplets a facet encoder's dev curve is measured on. Whole query papers
+    are held out, because the triplets of one query share its text and often a positive; a
+    held-out paper may still be a positive or negative of a training query.
+
+    >>> t = {"method": [("a", "p", "n"), ("a", "q", "n"), ("b", "p", "n"), ("c", "p", "n")]}
+    >>> train, dev = hold_out_queries(t, 1, seed=1)
+    >>> dev, train
+    ({'method': [('a', 'p', 'n'), ('a', 'q', 'n')]}, {'method': [('b', 'p', 'n'), ('c', 'p', 'n')]})
+    """
+    queries = sorted({t[0] for ts in triplets_by_facet.values() for t in ts})
+    if not 0 < n_queries < len(queries):
+        raise ValueError(f"n_queries={n_queries}: choose between 1 and {len(queries) - 1} "
+                         f"(the triplets have {len(queries)} query papers)")
+    order = np.random.default_rng(seed).permutation(len(queries))
+    held = {queries[i] for i in order[:n_queries].tolist()}
+    train = {f: [t for t in ts if t[0] not in held] for f, ts in triplets_by_facet.items()}
+    dev = {f: [t for t in ts if t[0] in held] for f, ts in triplets_by_facet.items()}
+    for f, ts in triplets_by_facet.items():
+        if ts and (len(dev[f]) < 2 or not train[f]):
+            raise ValueError(f"facet {f!r}: {len(dev[f])} held-out and {len(train[f])} training "
+                             f"triplets from {n_queries} held-out query papers; change n_queries")
+    return train, dev

@@ -13,6 +13,10 @@ cached states of the frozen layers below, as chapter 4 does for UniFAR. The froz
 same in the three copies, so one :class:`~unifar.caching.TokenStateCache` serves all three
 facets. Our choices where FLeW is silent: weight decay 0.01 (SPECTER's AdamW default), and
 ``train_bi_encoder``'s linear decay of the learning rate and gradient clipping at norm 1.
+
+FLeW trains for 2 epochs; here each encoder can instead train until its dev curve flattens:
+eq. 5 on the triplets of held-out query papers (:func:`unifar.flew.sampling.hold_out_queries`),
+measured every ``dev_every`` steps, as chapter 8's runs are.
 """
 
 from __future__ import annotations
@@ -64,6 +68,14 @@ class FacetTraining:
         """The loss of every step, per facet."""
         return {f: r.losses() for f, r in self.results.items()}
 
+    def dev_curves(self) -> dict[str, list[dict[str, Any]]]:
+        """The held-out loss measurements (``step``, ``dev``), per facet; empty without a dev set."""
+        return {f: r.dev_curve for f, r in self.results.items()}
+
+    def steps_taken(self) -> dict[str, int]:
+        """The steps each facet trained: the budget, or fewer where its dev curve flattened."""
+        return {f: len(r.log) for f, r in self.results.items()}
+
 
 def facet_examples(
     triplets: Sequence[Triplet],
@@ -100,6 +112,7 @@ def train_facet_encoders(
     out_dir: str | Path | None = None,
     state_cache: TokenStateCache | None = None,
     resume: bool = True,
+    dev_triplets: Mapping[str, Sequence[Triplet]] | None = None,
     **train_args: Any,
 ) -> FacetTraining:
     """Eq. 6: for each facet of ``triplets_by_facet``, a copy of ``base`` (a :class:`BiEncoder`,
@@ -109,6 +122,10 @@ def train_facet_encoders(
     its settings (``flew_run.json``, written last); with ``resume``, a facet whose record
     matches this call's settings (base weights, triplet texts, hyper-parameters) is loaded
     instead of trained again, so an interrupted run loses at most the facet it was on.
+    ``dev_triplets``: held-out triplets per facet (:func:`unifar.flew.sampling.hold_out_queries`);
+    with ``train_args`` ``dev_every`` > 0, each encoder's eq. 5 loss on its facet's held-out
+    triplets is measured every ``dev_every`` steps and its training ends once that dev curve has
+    flattened (``patience``, ``min_delta``): ``steps`` is then a budget.
     ``train_args`` go to :class:`~unifar.multi_objective.training.BiEncoderTrainArgs`.
     """
     unknown = sorted(set(triplets_by_facet) - set(FACETS))
@@ -123,21 +140,23 @@ def train_facet_encoders(
     out = FacetTraining({})
     for k, f in enumerate(f for f in FACETS if f in triplets_by_facet):
         examples = facet_examples(triplets_by_facet[f], documents, f, base.sep_token, textual)
+        held = facet_examples((dev_triplets or {}).get(f, []), documents, f, base.sep_token, textual)
         out.triplets[f] = len(examples)
-        objective = Objective(f"flew-{f}", DOCUMENT_TO_DOCUMENT, examples)
+        objective = Objective(f"flew-{f}", DOCUMENT_TO_DOCUMENT, examples, dev=held)
         phases = mix([objective], steps, batch_size=batch_size, lr=lr, seed=seed + k)
         args.seed = seed + k
         where = None if out_dir is None else Path(out_dir) / f
         settings = None
         if where is not None:
-            settings = _run_settings(base, examples, steps, batch_size, lr, margin, args, textual)
+            settings = _run_settings(base, examples, held, steps, batch_size, lr, margin, args, textual)
             done = finished_run(where, settings, RUN_RECORD, base.device) if resume else None
             if done is not None:
                 out.results[f], out.encoders[f] = done, done.model
                 logger.info("FLeW-%s: finished earlier in %s, reused", f, where)
                 continue
         enc = copy.deepcopy(base)
-        out.results[f] = train_bi_encoder(enc, phases, loss_fn, args, where, state_cache)
+        dev = {objective.name: held} if held and args.dev_every > 0 else None
+        out.results[f] = train_bi_encoder(enc, phases, loss_fn, args, where, state_cache, dev=dev)
         out.encoders[f] = enc
         if where is not None:
             write_json(where / RUN_RECORD, settings)  # last: the facet is complete
@@ -151,6 +170,7 @@ def train_facet_encoders(
 def _run_settings(
     base: BiEncoder,
     examples: Sequence[Example],
+    held: Sequence[Example],
     steps: int,
     batch_size: int,
     lr: float,
@@ -165,6 +185,8 @@ def _run_settings(
         "pooling": base.config.pooling,
         "examples": len(examples),
         "examples_sha256": examples_digest(examples),
+        "dev_examples": len(held),
+        "dev_sha256": examples_digest(held),
         "steps": steps,
         "batch_size": batch_size,
         "lr": lr,
