@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "csfcube_dev_measure", "held_out_measure",
+__all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "where_runs_ended", "csfcube_dev_measure", "held_out_measure",
            "standard_dev_curve"]
 
 CURVE_NAME = "dev_curve.jsonl"
@@ -101,6 +101,25 @@ def movement_after(curves: Sequence[Sequence[Mapping[str, Any]]], step: int, key
     moved = [abs(c[-1][key] - next(p[key] for p in c if p["step"] == at)) for c in curves
              if any(p["step"] == at for p in c)]
     return at, max(moved)
+
+
+def where_runs_ended(runs: Mapping[Any, Any]) -> dict[Any, dict[str, Any]]:
+    """Per run (anything with ``log``, ``dev_curve`` and ``stopped``, e.g. a bi-encoder training
+    result or a chapter-8 run): the steps it trained, whether a flat dev curve or the step budget
+    ended it, and its held-out loss at step 0, at its best and at its last point. Runs without a
+    dev curve are left out.
+
+    >>> from types import SimpleNamespace as Run
+    >>> run = Run(log=[{}] * 4, dev_curve=[{"dev": 0.5}, {"dev": 0.4}, {"dev": 0.45}], stopped={"a": 4})
+    >>> where_runs_ended({"a": run, "b": Run(log=[{}], dev_curve=[], stopped={})})
+    {'a': {'steps trained': 4, 'ended by': 'flat dev curve', 'dev loss at step 0': 0.5, 'best dev loss': 0.4, 'last dev loss': 0.45}}
+    """
+    return {name: {"steps trained": len(r.log),
+                   "ended by": "flat dev curve" if r.stopped else "budget",
+                   "dev loss at step 0": r.dev_curve[0]["dev"],
+                   "best dev loss": min(p["dev"] for p in r.dev_curve),
+                   "last dev loss": r.dev_curve[-1]["dev"]}
+            for name, r in runs.items() if r.dev_curve}
 
 
 @dataclass
