@@ -2,10 +2,12 @@
 
 PyTorch picks its ATen, oneDNN and MKL kernels by the widest instruction set of the CPU, so two
 machines round differently in the last bit (CI once flipped one labeller decision that way).
-`.ci/numerics.sh` pins them to AVX2. This script embeds CSFCube abstracts with MiniLM mean
-pooling at 512 tokens in a fresh process per setting (the variables are read when torch loads)
-and compares each result with the unpinned default: ``identical`` must hold for the pins, and a
-setting that differs shows that the variable does steer the kernels used.
+`.ci/numerics.sh` pins ATen and oneDNN to AVX2, and MKL to AVX2 or, where the CPU has
+AVX-512, to MKL's AVX512 branch (faster). This script embeds CSFCube abstracts with MiniLM mean
+pooling at 512 tokens in a fresh process per setting (the variables are read when torch loads),
+times it, and compares each result with the unpinned default: on an AVX2 machine
+``identical`` must hold for the AVX2 pins, and a setting that differs shows that the variable
+does steer the kernels used.
 
     python benchmarks/cpu_pins.py --out results/ci/cpu_pins.json
 
@@ -24,21 +26,25 @@ from pathlib import Path
 
 import numpy as np
 
-PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}  # = .ci/numerics.sh
+PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}  # = .ci/numerics.sh, AVX2 CPU
 SETTINGS = {
     "unpinned (default)": {},
-    "pins of .ci/numerics.sh": PINS,
+    "AVX2 pins of .ci/numerics.sh": PINS,
+    "AVX-512 pins of .ci/numerics.sh": {**PINS, "MKL_CBWR": "AVX512"},
     "ONEDNN_MAX_CPU_ISA=SSE41": {"ONEDNN_MAX_CPU_ISA": "SSE41"},
     "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
     "MKL_CBWR=COMPATIBLE": {"MKL_CBWR": "COMPATIBLE"},
 }
 CHILD = """
-import json, sys, numpy as np, torch
+import json, sys, time, numpy as np, torch
 from unifar.evaluation.mean_pooling import MeanPoolingEncoder
 rows = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")][: int(sys.argv[2])]
 texts = [r["title"] + " " + " ".join(r["abstract"]) for r in rows]
-e = MeanPoolingEncoder("minilm", max_length=512, show_progress=False).encode(texts).numpy()
+encoder = MeanPoolingEncoder("minilm", max_length=512, show_progress=False)
+start = time.perf_counter()
+e = encoder.encode(texts).numpy()
 np.save(sys.argv[3], e)
+print(f"{time.perf_counter() - start:.2f}")
 print(torch.backends.cpu.get_cpu_capability())
 """
 
@@ -46,7 +52,7 @@ print(torch.backends.cpu.get_cpu_capability())
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--abstracts", default="data/csfcube/abstracts-csfcube-preds.jsonl")
-    ap.add_argument("--n", type=int, default=48, help="abstracts embedded per setting")
+    ap.add_argument("--n", type=int, default=200, help="abstracts embedded per setting")
     ap.add_argument("--work", default="artifacts/cpu_pins")
     ap.add_argument("--out", default="results/ci/cpu_pins.json")
     args = ap.parse_args(argv)
@@ -68,7 +74,8 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit(f"setting {name!r} failed:\n{done.stderr[-2000:]}")
         embeddings[name] = np.load(path)
         ref = embeddings["unpinned (default)"]
-        rows[name] = {"env": extra, "aten_capability": done.stdout.strip().splitlines()[-1],
+        seconds, capability = done.stdout.strip().splitlines()[-2:]
+        rows[name] = {"env": extra, "aten_capability": capability, "encode_seconds": float(seconds),
                       "sha1": hashlib.sha1(embeddings[name].tobytes()).hexdigest()[:12],
                       "identical_to_default": bool(np.array_equal(embeddings[name], ref)),
                       "max_abs_diff": float(np.abs(embeddings[name] - ref).max())}
