@@ -4,6 +4,7 @@ the structural measures and the table, verdicts and paper comparison on a synthe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,6 +72,13 @@ def test_train_rows_trains_each_row_once_and_resumes(make_model, tmp_path):
     before = {k: r.seconds for k, r in runs.items()}
     again = train_rows(ftus, base, rows, [0, 1], tmp_path, args, shared=shared, log=None)
     assert {k: r.seconds for k, r in again.items()} == before  # finished runs are reused
+    moved = tmp_path.parent / f"{tmp_path.name}-moved"
+    tmp_path.rename(moved)  # a checkout (or its artifacts/) moved elsewhere: runs are still reused
+    reused = train_rows(ftus, base, rows, [0, 1], moved, args, shared=shared, log=None)
+    assert {k: r.seconds for k, r in reused.items()} == before
+    assert all(Path(r.model_dir) == moved / row_folder(k[0]) / f"seed{k[1]}" / "final"
+               and Path(r.model_dir).is_dir() for k, r in reused.items())
+    moved.rename(tmp_path)
     changed = train_rows(ftus, base, ["full"], [0], tmp_path, {**args, "max_steps": 3}, shared=shared, log=None)
     assert changed[("full", 0)].steps == 3  # other settings: trained again
     with pytest.raises(ValueError, match="unknown ablation rows"):

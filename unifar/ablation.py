@@ -93,7 +93,8 @@ def _finished(run_dir: Path, config: UniFARConfig, args: Mapping[str, Any]) -> A
     rec = json.loads(path.read_text(encoding="utf-8"))
     if rec.get("config") != config.to_dict() or rec.get("args") != dict(args):
         return None
-    return AblationRun(**rec)
+    # the model is the one beside its record: the recorded path goes stale when the folder moves
+    return AblationRun(**{**rec, "model_dir": str(run_dir / "final")})
 
 
 def _held_out_before(model: Any, ftus: Any, args: TrainArgs, cache: Any) -> dict[str, float] | None:
