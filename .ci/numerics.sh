@@ -7,10 +7,10 @@
 # round differently in the last bit, and a labeller decision on chapter 2's embeddings or a
 # training step flips: CI once saw one sentence change label in chapter 3 (2,219 vs 2,220,
 # before the tolerance plugin) and second-decimal changes in chapter 5.
-# - ATen and oneDNN: AVX2, which every x86-64 CPU of the last decade has. Measured
-#   (benchmarks/cpu_pins.py -> results/ci/cpu_pins.json): the pins change no bit of the MiniLM
-#   embeddings on an AVX2 machine, while ONEDNN_MAX_CPU_ISA=SSE41 or ATEN_CPU_CAPABILITY=default
-#   change them by up to 1e-7.
+# - ATen and oneDNN: AVX2, which every x86-64 CPU of the last decade has. Measured with
+#   benchmarks/cpu_pins.py: on an AVX2-dispatching AMD EPYC the AVX2 pins changed no bit of the
+#   MiniLM embeddings (results/ci/cpu_pins.json as of commit 9e41eef); on the AVX-512 Intel
+#   machine of the current results/ci/cpu_pins.json every variable moves them, by up to 2e-7.
 # - MKL (the dense matrix products, most of an encoder's time on CPU): its AVX-512 branch where
 #   the CPU has AVX-512 (F, CD, BW, DQ, VL: the set of MKL's AVX512 branch), else AVX2. On this
 #   project's 2-core Intel CI machine the AVX-512 branch encodes about 1.4x faster than AVX2
