@@ -233,7 +233,7 @@ def test_explain_gives_the_matrix_attention_and_terms(built):
 def test_bad_queries_are_clear_errors(built):
     with pytest.raises(ValueError, match="the query is empty"):
         built.search("   ")
-    with pytest.raises(ValueError, match="k must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="k must be a whole number >= 1, got 0"):
         built.search("graphs", k=0)
     with pytest.raises(KeyError, match="no paper 'nope'"):
         built.search(like="nope")
@@ -353,7 +353,7 @@ def test_cli_bad_input_names_the_option(checkpoint, make_model, tmp_path, capsys
         "--no-progress",
     )
     run_cli(capsys, "index", out, "--backend", "flat")
-    assert "-k must be at least 1, got 0" in cli_error(capsys, "search", out, "graphs", "-k", 0)
+    assert "-k must be a whole number >= 1, got 0" in cli_error(capsys, "search", out, "graphs", "-k", 0)
     assert "QUESTION is empty" in cli_error(capsys, "search", out, "  ")
     assert "give a QUESTION or --like" in cli_error(capsys, "search", out)
     assert "--like: no paper 'zz'" in cli_error(capsys, "search", out, "--like", "zz")

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 from .files import sha256_file
 
-__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "check_model_name", "offline_state", "load_encoder", "cache_dir",
+__all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "short_name", "check_model_name", "offline_state", "load_encoder", "cache_dir",
            "encoder_and_tokenizer", "encoder_layers", "top_encoder_layers", "run_layers"]
 
 
@@ -132,6 +132,16 @@ def _mpnet_dir(spec: OfflineModel) -> Path:
     return target
 
 
+def short_name(name: str) -> str:
+    """The short name of a shipped encoder given by short name (any case) or hub id; any other
+    name unchanged (so two spellings of the same shipped weights compare equal).
+
+    >>> short_name("sentence-transformers/all-MiniLM-L6-v2"), short_name("MiniLM"), short_name("x/y")
+    ('minilm', 'minilm', 'x/y')
+    """
+    return _ALIASES.get(name, name.lower() if name.lower() in OFFLINE_MODELS else name)
+
+
 @lru_cache(maxsize=None)
 def resolve_base_model(name: str, verify: bool = True) -> str:
     """Return something ``transformers.AutoModel.from_pretrained`` accepts, offline if possible.
@@ -142,7 +152,7 @@ def resolve_base_model(name: str, verify: bool = True) -> str:
     >>> resolve_base_model("google-bert/bert-base-uncased")
     'google-bert/bert-base-uncased'
     """
-    key = _ALIASES.get(name, name.lower() if name.lower() in OFFLINE_MODELS else name)
+    key = short_name(name)
     if key not in OFFLINE_MODELS:
         return name
     spec = OFFLINE_MODELS[key]

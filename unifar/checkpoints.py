@@ -31,12 +31,8 @@ import torch
 from torch import nn
 
 from .config import TRAINING_FIELDS, UniFARConfig
-from .files import IntegrityError, atomic_dir, digest_mismatch, file_digests, write_json
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: runs are not locked
-    fcntl = None  # type: ignore[assignment]
+from .files import (LOCK_NAME, FolderBusy, IntegrityError, atomic_dir, digest_mismatch, file_digests,
+                    lock_folder, unlock_folder, write_json)
 
 if TYPE_CHECKING:
     from .model import UniFAR
@@ -68,7 +64,6 @@ model_logger = logging.getLogger("unifar.model")
 
 CHECKPOINTS = "checkpoints"
 TRAINER_STATE = "trainer_state.json"
-LOCK_NAME = ".lock"
 STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pt")
 # A model folder (UniFAR.save_pretrained); a checkpoint is one plus STATE_FILES and TRAINER_STATE.
 CONFIG_NAME = "config.json"
@@ -141,42 +136,19 @@ def nonfinite_tensors(model: nn.Module) -> list[str]:
 
 
 # ================================================================================ the run folder
-class RunFolderBusy(FileExistsError):
+class RunFolderBusy(FolderBusy):
     """Another training run holds the output folder's lock."""
 
 
 def lock_run_folder(out_dir: Path) -> IO[str] | None:
     """Create ``out_dir`` and take its exclusive lock (``out_dir/.lock``, holding our pid), or raise
-    :class:`RunFolderBusy` naming the folder and the holder's pid. The OS releases the lock when
-    the process ends, so a crashed run leaves no stale lock. Rank 0 only."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        return None
-    f = open(out_dir / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 -- held open for the whole run
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "unknown"
-        f.close()
-        raise RunFolderBusy(f"{out_dir} is in use by another training run (pid {holder}); wait for it to end "
-                            "or choose another output folder") from None
-    except OSError as err:  # a file system without flock (some network mounts): run unlocked
-        f.close()
-        logger.warning("cannot lock %s (%s): nothing stops a second run into it", out_dir, err)
-        return None
-    f.seek(0)
-    f.truncate()
-    f.write(f"{os.getpid()}\n")
-    f.flush()
-    return f
+    :class:`RunFolderBusy` naming the folder and the holder's pid (:func:`unifar.files.lock_folder`).
+    Rank 0 only."""
+    return lock_folder(out_dir, "another training run", RunFolderBusy)
 
 
-def unlock_run_folder(lock: IO[str] | None) -> None:
-    """Release what :func:`lock_run_folder` took (the file stays: removing it would race)."""
-    if lock is not None and fcntl is not None:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-        lock.close()
+#: release what :func:`lock_run_folder` took
+unlock_run_folder = unlock_folder
 
 
 def remove_orphans(out_dir: Path) -> None:

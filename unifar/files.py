@@ -5,14 +5,23 @@ atomic folder writes (checkpoints, FTU folders), so an interrupted run never lea
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import IO, Callable, Iterable, Mapping
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; folders are then not locked
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["sha256_file", "atomic_dir", "atomic_file", "display_path", "write_json", "IntegrityError",
-           "file_digests", "digest_mismatch"]
+           "file_digests", "digest_mismatch", "LOCK_NAME", "FolderBusy", "lock_folder", "unlock_folder"]
+
+#: the lock file a writing process holds in its output folder (training runs, search indexes)
+LOCK_NAME = ".lock"
 
 #: the repository root (the folder holding the ``unifar`` package)
 REPO = Path(__file__).resolve().parents[1]
@@ -116,3 +125,45 @@ def write_json(path: str | os.PathLike[str], obj: object, indent: int = 2) -> Pa
 
     text = json.dumps(obj, indent=indent, default=str) + "\n"
     return atomic_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+class FolderBusy(FileExistsError):
+    """Another process holds a folder's lock (:func:`lock_folder`)."""
+
+
+def lock_folder(folder: str | os.PathLike[str], what: str,
+                error: type[FolderBusy] = FolderBusy) -> IO[str] | None:
+    """Create ``folder`` and take its exclusive lock (``folder/.lock``, holding our pid), or raise
+    ``error`` naming the folder, ``what`` holds it (e.g. "another training run") and its pid. The
+    OS releases the lock when the process ends, so a crashed process leaves no stale lock. Returns
+    the open lock file (None where the file system cannot lock: then nothing is locked)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        return None
+    f = open(folder / LOCK_NAME, "a+", encoding="utf-8")  # noqa: SIM115 -- held open while locked
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise error(f"{folder} is in use by {what} (pid {holder}); wait for it to end "
+                    "or choose another folder") from None
+    except OSError as err:  # a file system without flock (some network mounts): run unlocked
+        f.close()
+        logging.getLogger("unifar").warning("cannot lock %s (%s): nothing stops a second process "
+                                            "writing into it", folder, err)
+        return None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def unlock_folder(lock: IO[str] | None) -> None:
+    """Release what :func:`lock_folder` took (the file stays: removing it would race)."""
+    if lock is not None and fcntl is not None:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        lock.close()

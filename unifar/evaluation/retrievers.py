@@ -122,9 +122,13 @@ class BM25Scorer:
                 ) from None
             self.stemmer = snowballstemmer.stemmer("english")
         tokens = bm25s.tokenize(list(corpus.values()), stopwords="en", stemmer=self.stemmer, return_ids=True, show_progress=False)
-        self.retriever = bm25s.BM25(k1=k1, b=b)
-        self.retriever.index(tokens, show_progress=False)
         self._vocab = tokens.vocab
+        # No indexable word in any document (e.g. no sentence of a search corpus labelled with
+        # this facet): bm25s cannot index that, and every score is 0 (see :meth:`scores`).
+        self.retriever: Any = None
+        if self._vocab:
+            self.retriever = bm25s.BM25(k1=k1, b=b)
+            self.retriever.index(tokens, show_progress=False)
 
     def scores(self, query: str, pids: Sequence[str]) -> np.ndarray:
         """BM25 scores of ``query`` against the corpus documents ``pids`` (same order)."""

@@ -7,6 +7,8 @@
 * :mod:`unifar.search.corpus_index` -- :class:`Index`: ``add``, ``build``, ``save``, ``load``,
   ``search``, ``explain``;
 * :mod:`unifar.search.explain` -- the facet similarity matrix, attended sentences, BM25 terms;
+* :mod:`unifar.search.folder` -- the index folder on disk: one writer, no user file touched,
+  every file checked against its recorded digest;
 * :mod:`unifar.search.cli` -- ``python -m unifar encode | index | search | explain``.
 
 >>> from unifar.search import Index            # doctest: +SKIP

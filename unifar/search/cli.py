@@ -224,14 +224,9 @@ def _index(args: argparse.Namespace) -> None:
 
 
 def _search(args: argparse.Namespace) -> Any:
-    from .corpus_index import Index
+    from .corpus_index import Index, check_search_options
 
-    if args.k < 1:
-        raise ValueError(f"-k must be at least 1, got {args.k}")
-    if args.hybrid is not None and args.hybrid < 0:
-        raise ValueError(f"--hybrid must be >= 0, got {args.hybrid}")
-    if args.depth < 1:
-        raise ValueError(f"--depth must be at least 1, got {args.depth}")
+    check_search_options(args.k, args.hybrid, args.depth, names=("-k", "--hybrid", "--depth"))
     if (args.query is None) == (args.like is None):
         raise ValueError("give a QUESTION or --like PAPER_ID (one of them)")
     if args.query is not None and not args.query.strip():

@@ -16,13 +16,17 @@ plus BM25 over the title + abstract and over each facet's sentences; :meth:`Inde
   as ``W = V / (1 - V)``.
 
 On disk an index is an encoding folder (:mod:`unifar.search.encode`) plus ``index/``
-(``index.json``, FAISS files, BM25 folders), each written atomically.
+(``index.json``, FAISS files, BM25 folders), each written atomically under the folder's lock;
+:meth:`Index.load` checks every file against the digests its writer recorded and that ``index/``
+was built from the encoding beside it (:mod:`unifar.search.folder`).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import shutil
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,8 +36,10 @@ import numpy as np
 import torch
 
 from ..facets import FACETS, normalise_facet
-from ..files import atomic_dir, write_json
+from ..files import atomic_dir, file_digests, write_json
 from .corpus import check_documents
+from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_manifest,
+                     verify_index, writing)
 from .encode import (
     label_documents,
     load_model,
@@ -45,9 +51,8 @@ from .encode import (
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
 from .vectors import VectorIndex
 
-__all__ = ["Index", "Hit", "INDEX_DIR"]
+__all__ = ["Index", "Hit", "INDEX_DIR", "check_search_options"]
 
-INDEX_DIR = "index"
 INDEX_FORMAT = "unifar-search-index"
 
 
@@ -69,6 +74,32 @@ class Hit:
 
 def _field(facet: str) -> str:
     return "all" if str(facet).strip().lower() == "all" else normalise_facet(facet)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_search_options(k: Any, hybrid: Any = None, depth: Any = 100,
+                         names: Sequence[str] = ("k", "hybrid", "depth")) -> None:
+    """Refuse, naming the option (``names``: the CLI passes ``-k``, ``--hybrid``, ``--depth``),
+    a ``k`` or ``depth`` that is not a whole number >= 1 and a ``hybrid`` weight that is not a
+    finite number >= 0 (None: dense only).
+
+    >>> check_search_options(10, 0.25, 100)
+    >>> check_search_options(10, float("nan"), 100, names=("-k", "--hybrid", "--depth"))
+    Traceback (most recent call last):
+    ...
+    ValueError: --hybrid must be a finite number >= 0 (or none: dense only), got nan
+    """
+    for value, name in ((k, names[0]), (depth, names[2])):
+        if not _whole(value) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if hybrid is not None and not (
+        isinstance(hybrid, (int, float, np.number)) and not isinstance(hybrid, bool)
+        and math.isfinite(hybrid) and hybrid >= 0
+    ):
+        raise ValueError(f"{names[1]} must be a finite number >= 0 (or none: dense only), got {hybrid!r}")
 
 
 class Index:
@@ -103,6 +134,7 @@ class Index:
         self.bm25: dict[str, SavedBM25] = {}
         self.backend = "exact"
         self.folder: Path | None = None
+        self.encoding_id: str | None = None  # of the encoding on disk it was read from or saved as
 
     # ------------------------------------------------------------------ the model
     @property
@@ -135,8 +167,13 @@ class Index:
     def __len__(self) -> int:
         return len(self.documents)
 
-    def position(self, paper_id: str, option: str = "like") -> int:
-        """Row of ``paper_id``; a clear error when the index lacks it."""
+    def position(self, paper_id: str | int, option: str = "like") -> int:
+        """Row of ``paper_id`` (a string, or an integer as :meth:`add` accepts it); a clear
+        error when the index lacks it."""
+        if _whole(paper_id):
+            paper_id = str(paper_id)  # add() keeps integer ids as their decimal strings
+        elif not isinstance(paper_id, str):
+            raise ValueError(f"{option}: a paper id is a string or an integer, got {paper_id!r}")
         if not hasattr(self, "_pos") or len(self._pos) != len(self.documents):
             self._pos = {p: i for i, p in enumerate(self.ids)}
         if paper_id not in self._pos:
@@ -146,7 +183,7 @@ class Index:
     # ------------------------------------------------------------------ building
     def add(self, documents: Sequence[Mapping[str, Any]]) -> "Index":
         """Check, label and encode papers (``{"id", "title", "abstract" or "sentences"}``)."""
-        if self._model is None:
+        if self._model is None and (self.facts or {}).get("spec") is None:
             raise ValueError("Index.add needs a model: Index(model=...)")
         docs = check_documents(documents, taken=self.ids)
         if not self.use_labels:
@@ -166,7 +203,7 @@ class Index:
             docs, label_documents(docs, self.labeller if self.use_labels else None)
         ):
             d["labels"] = labels
-        enc = self._model.encode_documents(
+        enc = self.model.encode_documents(
             docs, batch_size=self.batch_size, show_progress=False, bf16=self.bf16
         )
         self.documents += docs
@@ -175,7 +212,7 @@ class Index:
             if len(self.embeddings)
             else enc.embeddings
         )
-        self.facts = self.facts or model_facts(self._model, self.spec)
+        self.facts = self.facts or model_facts(self.model, self.spec)
         self.vectors, self.bm25 = {}, {}  # stale: rebuilt by build()
         return self
 
@@ -197,40 +234,58 @@ class Index:
         return self
 
     # ------------------------------------------------------------------ persistence
-    def _write_index(self, folder: Path) -> None:
+    def _write_index(self, folder: Path, encoding_id: str) -> None:
         for name, vi in self.vectors.items():
             vi.save(folder / f"vectors-{name}.faiss")
         for name, scorer in self.bm25.items():
             scorer.save(folder / f"bm25-{name}")
+        files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
         write_json(
-            folder / "index.json",
+            folder / INDEX_JSON,
             {
                 "format": INDEX_FORMAT,
+                "encoding_id": encoding_id,  # what it was built from (unifar.search.folder)
                 "backend": self.backend,
                 "documents": len(self),
                 "model_digest": self.facts["digest"] if self.facts else None,
                 "params": {n: v.params for n, v in self.vectors.items()},
                 "lexical_fields": list(self.bm25),
+                "files": file_digests(folder, files),
             },
         )
 
     def save_index(self, directory: str | os.PathLike[str]) -> Path:
-        """Write ``directory/index`` (atomically) for the encoding already in ``directory``."""
+        """Write ``directory/index`` (atomically, under the folder's lock) for the encoding in
+        ``directory``, which must be the one this index was read from."""
         if not self.vectors:
             self.build(self.backend)
-        return atomic_dir(Path(directory) / INDEX_DIR, self._write_index)
+        with writing(directory, "DIR") as folder:
+            found = read_manifest(folder).get("encoding_id")
+            if found is None or found != self.encoding_id:
+                raise ValueError(f"{folder}: holds another encoding than the one this index was read "
+                                 "from (encoded again since?); read it again (Index.from_encoding)")
+            return atomic_dir(folder / INDEX_DIR, lambda tmp: self._write_index(tmp, found))
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
-        """Write the whole index (encoding and ``index/``) to ``directory``, atomically."""
+        """Write the whole index (encoding and ``index/``) to ``directory``: a new or empty folder
+        or one of unifar's; only unifar's entries in it are replaced (:mod:`unifar.search.folder`)."""
         if not self.vectors:
             self.build(self.backend)
-
-        def write(tmp: Path) -> None:
-            write_encoding(tmp, self.documents, self.embeddings, self.facts, self.label_source)
-            (tmp / INDEX_DIR).mkdir()
-            self._write_index(tmp / INDEX_DIR)
-
-        return atomic_dir(directory, write)
+        with writing(directory, "Index.save:") as folder:
+            tmp = folder / f".tmp-save-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            try:
+                manifest = write_encoding(tmp, self.documents, self.embeddings, self.facts,
+                                          self.label_source)
+                (tmp / INDEX_DIR).mkdir()
+                self._write_index(tmp / INDEX_DIR, manifest["encoding_id"])
+                clear(folder, keep=tmp.name)  # the manifest goes first and comes back last
+                for name in (CHUNKS, DOCUMENTS, INDEX_DIR, MANIFEST):
+                    os.replace(tmp / name, folder / name)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            self.folder, self.encoding_id = folder, manifest["encoding_id"]
+        return folder
 
     @classmethod
     def from_encoding(
@@ -244,9 +299,10 @@ class Index:
         UniFAR) must be the one it was encoded with."""
         enc = read_encoding(directory, check=check)
         obj = cls(None, device=device)
-        obj.folder = Path(directory)
+        obj.folder, obj.encoding_id = Path(directory), enc.manifest["encoding_id"]
         obj.documents, obj.embeddings = enc.documents, enc.embeddings
         obj.facts, obj.label_source = enc.manifest["model"], enc.manifest["labels"]["source"]
+        obj.use_labels = obj.label_source != "none"  # add() then labels new papers the same way
         if model is not None:
             obj.spec = str(model) if isinstance(model, (str, os.PathLike)) else None
             obj._model = load_model(obj.spec, device) if obj.spec is not None else model
@@ -255,19 +311,22 @@ class Index:
 
     @classmethod
     def load(
-        cls, directory: str | os.PathLike[str], model: Any = None, device: str | None = None
+        cls,
+        directory: str | os.PathLike[str],
+        model: Any = None,
+        device: str | None = None,
+        check: bool = True,
     ) -> "Index":
-        """Read an index written by :meth:`save` or ``unifar encode`` + ``unifar index``."""
-        obj = cls.from_encoding(directory, model, device, check=False)
-        folder = Path(directory) / INDEX_DIR
-        if not (folder / "index.json").is_file():
-            raise FileNotFoundError(f"{directory} has no index yet: run `unifar index {directory}`")
-        meta = json.loads((folder / "index.json").read_text(encoding="utf-8"))
-        if meta.get("documents") != len(obj) or meta.get("model_digest") != obj.facts["digest"]:
-            raise ValueError(
-                f"{folder / 'index.json'} does not match the encoding in {directory} "
-                f"(encoded again since?): run `unifar index {directory}` again"
-            )
+        """Read an index written by :meth:`save` or ``unifar encode`` + ``unifar index``. Every
+        file is checked against its recorded size and (``check``, the default) SHA-256, and the
+        index against the encoding it was built from: a damaged or stale part is an error."""
+        folder = Path(directory)
+        verify_index(folder, read_manifest(folder), check)  # before reading anything big
+        obj = cls.from_encoding(directory, model, device, check=check)
+        meta = verify_index(folder, read_manifest(folder), check=False)  # the same folder still
+        if meta["encoding_id"] != obj.encoding_id:
+            raise ValueError(f"{folder} changed while it was read (encoded again?): load it again")
+        folder = folder / INDEX_DIR
         e = obj.embeddings
         rows = {"all": e.reshape(len(e), -1), **{f: e[:, i] for i, f in enumerate(FACETS)}}
         obj.backend = meta["backend"]
@@ -302,8 +361,7 @@ class Index:
         depth: int = 100,
     ) -> list[Hit]:
         """The ``k`` best papers for a question or a paper (module docstring)."""
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_search_options(k, hybrid, depth)
         field = _field(facet)
         if not self.vectors:
             self.build(self.backend)

@@ -9,8 +9,11 @@ An encoding folder holds::
 
 Each chunk and then the manifest are written atomically (:func:`unifar.files.atomic_file`);
 a run that stops keeps every finished chunk, and the same command continues from the first
-missing one. The manifest's ``complete`` turns true after the last chunk. A folder holding
-another corpus, model or chunk size is refused, never mixed.
+missing one; a chunk or ``documents.jsonl`` whose digest no longer matches the manifest is
+written again. The manifest's ``complete`` turns true after the last chunk, with the *encoding
+id* that ``index/`` records. A folder holding another corpus, model or chunk size is refused
+(``--overwrite``: its encoding and index are removed first), never mixed; the folder's rules
+(one writer, no user file touched) are :mod:`unifar.search.folder`'s.
 
 The model is a UniFAR checkpoint folder or a base encoder name (``minilm``: an untrained UniFAR
 on it, identity init, as the evaluation's ``unifar-untrained``); its digest (SHA-256 of the
@@ -31,27 +34,14 @@ from typing import Any
 import torch
 
 from ..facets import FACETS
-from ..files import REPO, atomic_file, sha256_file, write_json
+from ..files import REPO, atomic_file, display_path, sha256_file, write_json
+from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
+                     verify_encoding, writing)
 
-__all__ = [
-    "MANIFEST",
-    "DOCUMENTS",
-    "DEFAULT_LABELLER",
-    "Encoding",
-    "load_model",
-    "model_digest",
-    "model_facts",
-    "load_labeller",
-    "label_documents",
-    "encode_corpus",
-    "read_encoding",
-    "write_encoding",
-]
+__all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model", "model_digest",
+           "model_facts", "load_labeller", "label_documents", "encode_corpus", "read_encoding",
+           "write_encoding"]
 
-MANIFEST = "manifest.json"
-DOCUMENTS = "documents.jsonl"
-CHUNKS = "chunks"
-FORMAT = "unifar-search-encoding"
 #: the offline labeller chapter 2 of the book trains
 DEFAULT_LABELLER = REPO / "artifacts" / "ch02" / "default" / "labeller"
 
@@ -85,8 +75,13 @@ def model_digest(model: Any) -> str:
     """SHA-256 (hex, 24 chars) of a UniFAR model's config and weights (device independent).
 
     The base encoder's pooler is left out: UniFAR never reads it, and a checkpoint of a base
-    saved without one gets a fresh random pooler at every load."""
-    h = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True).encode())
+    saved without one gets a fresh random pooler at every load. A shipped base is named by its
+    short name, so its hub id gives the same digest (the weights are the same)."""
+    from ..base_models import short_name
+
+    config = model.config.to_dict()
+    config["base_model"] = short_name(str(config["base_model"]))
+    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
     for name, t in sorted(model.state_dict().items()):
         if ".pooler." in name:
             continue
@@ -164,12 +159,21 @@ def _write_chunk(folder: Path, k: int, tensors: dict[str, torch.Tensor]) -> dict
     }
 
 
-def _write_documents(folder: Path, docs: Sequence[dict[str, Any]]) -> None:
-    lines = "".join(
+def _write_documents(folder: Path, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Write ``documents.jsonl``; returns its ``{"sha256", "bytes"}`` for the manifest."""
+    data = "".join(
         json.dumps({k: d[k] for k in ("id", "title", "sentences")}, ensure_ascii=False) + "\n"
         for d in docs
-    )
-    atomic_file(folder / DOCUMENTS, lambda tmp: tmp.write_text(lines, encoding="utf-8"))
+    ).encode("utf-8")
+    atomic_file(folder / DOCUMENTS, lambda tmp: tmp.write_bytes(data))
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def _intact(folder: Path, name: str, rec: dict[str, Any] | None) -> bool:
+    """Whether ``folder/name`` is the file ``rec`` records (size, then SHA-256)."""
+    path = folder / name
+    return (rec is not None and path.is_file() and path.stat().st_size == rec["bytes"]
+            and sha256_file(path) == rec["sha256"])
 
 
 def _counts(docs: Sequence[dict[str, Any]], labels: torch.Tensor) -> dict[str, Any]:
@@ -183,20 +187,21 @@ def _counts(docs: Sequence[dict[str, Any]], labels: torch.Tensor) -> dict[str, A
 
 
 def _start(out: Path, signature: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
-    """The manifest to continue from (None: start afresh); refuses a folder of another run."""
-    path = out / MANIFEST
-    if not path.is_file():
-        if out.exists() and any(out.iterdir()) and not overwrite:
-            raise FileExistsError(
-                f"--out {out}: a non-empty folder without {MANIFEST}; choose an empty or new folder"
-            )
-        return None
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    """The manifest to continue from (None: start afresh); refuses a folder of another run.
+    Under the folder's lock."""
+    if not (out / MANIFEST).is_file():
+        return None  # a new or empty folder, or one holding only unifar's leftovers
+    try:
+        manifest = read_manifest(out)
+    except ValueError:
+        if overwrite:
+            return None
+        raise
     differ = [k for k in signature if manifest.get("signature", {}).get(k) != signature[k]]
     if differ and not overwrite:
         raise FileExistsError(
             f"--out {out}: holds an encoding with another {', '.join(differ)} "
-            f"({path}); choose another folder or pass --overwrite"
+            f"({out / MANIFEST}); choose another folder or pass --overwrite"
         )
     return None if differ else manifest
 
@@ -216,10 +221,8 @@ def encode_corpus(
     on_chunk: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Encode ``corpus`` (:class:`unifar.search.corpus.Corpus`) into ``out`` chunk by chunk,
-    continuing an interrupted run; returns the manifest. ``on_chunk(k)`` runs after chunk ``k``
-    is saved (tests interrupt there)."""
-    from tqdm import tqdm
-
+    continuing an interrupted run (and repairing damaged files); returns the manifest.
+    ``on_chunk(k)`` runs after chunk ``k`` is saved (tests interrupt there)."""
     if chunk_size < 1:
         raise ValueError(f"--chunk-size must be positive, got {chunk_size}")
     if batch_size < 1:
@@ -235,11 +238,24 @@ def encode_corpus(
         "chunk_size": chunk_size,
         "labels": source,
     }
-    manifest = _start(out, signature, overwrite)
-    if manifest is not None and manifest.get("complete"):
-        return {**manifest, "already_complete": True}
-    if manifest is None:
-        manifest = _new_manifest(corpus, out, signature, facts, labeller)
+    with writing(out, "--out"):
+        manifest = _start(out, signature, overwrite)
+        if manifest is None:
+            clear(out)  # --overwrite, or leftovers of a run that stopped before its manifest
+            manifest = _new_manifest(corpus, out, signature, facts, labeller)
+        elif not _intact(out, DOCUMENTS, manifest["documents_file"]):
+            manifest["documents_file"] = _write_documents(out, docs)  # damaged: the corpus is the same
+            manifest["complete"] = False
+        return _encode_chunks(docs, model, out, manifest, labeller, chunk_size, batch_size, bf16,
+                              progress, on_chunk)
+
+
+def _encode_chunks(docs: Sequence[dict[str, Any]], model: Any, out: Path, manifest: dict[str, Any],
+                   labeller: Any | None, chunk_size: int, batch_size: int, bf16: bool | None,
+                   progress: bool, on_chunk: Callable[[int], None] | None) -> dict[str, Any]:
+    """Encode every chunk not on disk as the manifest records it, then complete the manifest."""
+    from tqdm import tqdm
+
     done = {c["file"]: c for c in manifest["chunks"]}
     starts = range(0, len(docs), chunk_size)
     bar = tqdm(total=len(docs), desc="encoding", unit="doc", disable=not progress)
@@ -247,14 +263,10 @@ def encode_corpus(
     for k, s in enumerate(starts):
         part = docs[s : s + chunk_size]
         name = f"{CHUNKS}/chunk-{k:05d}.safetensors"
-        rec = done.get(name)
-        if (
-            rec is not None
-            and (out / name).is_file()
-            and (out / name).stat().st_size == rec["bytes"]
-        ):
+        if _intact(out, name, done.get(name)):
             bar.update(len(part))
             continue
+        manifest["complete"] = False  # until every chunk is back (a repair of a complete one too)
         emb = model.encode_documents(part, batch_size=batch_size, show_progress=False, bf16=bf16)
         done[name] = _write_chunk(
             out, k, _chunk_tensors(emb.embeddings, label_documents(part, labeller))
@@ -266,10 +278,13 @@ def encode_corpus(
         if on_chunk is not None:
             on_chunk(k)
     bar.close()
+    if manifest.get("complete"):  # nothing was missing or damaged
+        return {**manifest, "already_complete": True}
     seconds = time.perf_counter() - t0
     _, labels, _ = _chunk_parts(out, manifest["chunks"], embeddings=False)
     manifest.update(
         complete=True,
+        encoding_id=encoding_id(manifest),
         counts=_counts(docs, labels),
         last_run={
             "documents_encoded": encoded,
@@ -287,17 +302,16 @@ def _new_manifest(corpus: Any, out: Path, signature: dict[str, Any], facts: dict
     """Start an encoding folder: the documents and an empty manifest."""
     manifest = {
         "format": FORMAT,
-        "version": 1,
+        "version": VERSION,
         "signature": signature,
         "model": facts,
-        "corpus": {"file": corpus.path.name, "sha256": corpus.sha256},
+        "corpus": {"file": display_path(corpus.path), "sha256": corpus.sha256},
         "labels": {"source": signature["labels"], "labeller": _labeller_name(labeller)},
         "chunk_size": signature["chunk_size"],
+        "documents_file": _write_documents(out, corpus.documents),
         "chunks": [],
         "complete": False,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    _write_documents(out, corpus.documents)
     write_json(out / MANIFEST, manifest)
     return manifest
 
@@ -333,42 +347,38 @@ def _chunk_parts(
 
 
 def read_encoding(folder: str | os.PathLike[str], check: bool = True) -> Encoding:
-    """Read a complete encoding folder (``check``: every chunk's SHA-256 against the manifest)."""
-    from ..files import digest_mismatch
-
+    """Read a complete encoding folder, its files checked against the manifest (sizes always,
+    SHA-256 with ``check``: :func:`unifar.search.folder.verify_encoding`)."""
     folder = Path(folder)
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{folder} is not an encoding folder: no {MANIFEST} "
-            "(make one with `unifar encode CORPUS --model M --out DIR`)"
-        )
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("format") != FORMAT:
-        raise ValueError(
-            f"{path}: not a unifar search encoding (format {manifest.get('format')!r})"
-        )
+    manifest = read_manifest(folder)
     chunks = manifest["chunks"]
-    docs = [
-        json.loads(line) for line in (folder / DOCUMENTS).read_text(encoding="utf-8").splitlines()
-    ]
-    n = sum(c["rows"] for c in chunks)
-    if not manifest.get("complete") or n != len(docs):
+    if not manifest.get("complete"):
+        n = sum(c["rows"] for c in chunks)
+        total = len((folder / DOCUMENTS).read_bytes().splitlines()) if (folder / DOCUMENTS).is_file() else "?"
         raise ValueError(
-            f"{path}: the encoding is incomplete ({n} of {len(docs)} documents); "
+            f"{folder / MANIFEST}: the encoding is incomplete ({n} of {total} documents); "
             "run the same `unifar encode` command again to finish it"
         )
-    if check:
-        bad = digest_mismatch(folder, {c["file"]: c for c in chunks}, MANIFEST)
-        if bad:
-            raise ValueError(f"{bad}; encode again into a new folder")
+    verify_encoding(folder, manifest, check)
+    docs = _read_documents(folder / DOCUMENTS)
     emb, labels, counts = _chunk_parts(folder, chunks)
-    if counts.tolist() != [len(d["sentences"]) for d in docs]:
-        raise ValueError(f"{path}: chunk sentence counts do not match {DOCUMENTS}")
+    if len(emb) != len(docs) or counts.tolist() != [len(d["sentences"]) for d in docs]:
+        raise ValueError(f"{folder / MANIFEST}: the chunks do not match {DOCUMENTS}")
     names = [None, *FACETS]
     for d, lab in zip(docs, torch.split(labels.long() + 1, counts.tolist())):
         d["labels"] = [names[i] for i in lab.tolist()]
     return Encoding(documents=docs, embeddings=emb, manifest=manifest)
+
+
+def _read_documents(path: Path) -> list[dict[str, Any]]:
+    """``documents.jsonl`` (already checked against its digest when ``check``)."""
+    docs = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            docs.append(json.loads(line))
+        except ValueError as err:
+            raise ValueError(f"{path}:line {n}: damaged ({err}); encode the corpus again") from None
+    return docs
 
 
 def write_encoding(
@@ -379,13 +389,13 @@ def write_encoding(
     source: str,
 ) -> dict[str, Any]:
     """Write documents (with labels) and their embeddings as one-chunk encoding (Index.save)."""
-    _write_documents(folder, docs)
+    documents_file = _write_documents(folder, docs)
     labels = [d["labels"] or [None] * len(d["sentences"]) for d in docs]
     tensors = _chunk_tensors(embeddings, labels)
     chunk = _write_chunk(folder, 0, tensors)
     manifest = {
         "format": FORMAT,
-        "version": 1,
+        "version": VERSION,
         "signature": {
             "corpus_sha256": None,
             "model_digest": facts["digest"],
@@ -396,9 +406,11 @@ def write_encoding(
         "corpus": {"file": None, "sha256": None},
         "labels": {"source": source, "labeller": None},
         "chunk_size": len(docs),
+        "documents_file": documents_file,
         "chunks": [chunk],
         "complete": True,
         "counts": _counts(docs, tensors["labels"]),
     }
+    manifest["encoding_id"] = encoding_id(manifest)
     write_json(folder / MANIFEST, manifest)
     return manifest

@@ -41,10 +41,10 @@ class SavedBM25(BM25Scorer):
         """Write the ``bm25s`` index and the document ids (no pickle)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        self.retriever.save(str(d), show_progress=False)
-        (d / "ids.json").write_text(
-            json.dumps({"ids": self.pids, "stem": self.stemmer is not None}), encoding="utf-8"
-        )
+        if self.retriever is not None:  # None: no indexable word (every score 0)
+            self.retriever.save(str(d), show_progress=False)
+        meta = {"ids": self.pids, "stem": self.stemmer is not None, "empty": self.retriever is None}
+        (d / "ids.json").write_text(json.dumps(meta), encoding="utf-8")
         return d
 
     @classmethod
@@ -63,8 +63,10 @@ class SavedBM25(BM25Scorer):
             import snowballstemmer
 
             obj.stemmer = snowballstemmer.stemmer("english")
-        obj.retriever = bm25s.BM25.load(str(d), show_progress=False)
-        obj._vocab = obj.retriever.vocab_dict
+        obj.retriever, obj._vocab = None, {}
+        if not meta.get("empty"):
+            obj.retriever = bm25s.BM25.load(str(d), show_progress=False)
+            obj._vocab = obj.retriever.vocab_dict
         return obj
 
     def all_scores(self, query: str) -> np.ndarray:

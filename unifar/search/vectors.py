@@ -94,6 +94,9 @@ class VectorIndex:
             self.params = {"hnsw_m": hnsw_m, "ef_search": ef_search}
         else:
             nlist = nlist or max(1, min(int(math.sqrt(n)), n // 39))
+            if nlist > n:  # FAISS's k-means would fail with a RuntimeError
+                raise ValueError(f"--nlist {nlist}: more IVF cells than papers ({n}); k-means needs "
+                                 f"a paper per cell at least (the default is sqrt(N), at most N / 39)")
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
             rng = np.random.default_rng(seed)
             sample = x if n <= 64 * nlist else x[np.sort(rng.choice(n, 64 * nlist, replace=False))]
