@@ -104,6 +104,28 @@ def test_a_flipped_sign_in_a_chunk_is_an_error_not_a_ranking(model, tmp_path):
         Index.load(folder, model=model, check=False)
 
 
+def test_a_file_is_hashed_once_until_it_changes(model, tmp_path, monkeypatch):
+    from unifar.search import folder as folder_module
+
+    folder = indexed(encoded(tmp_path, model), "flat")
+    monkeypatch.setattr(folder_module, "RACY_SECONDS", 0.0)  # the files were written just now
+    hashed = []
+    real = folder_module.sha256_file
+    monkeypatch.setattr(folder_module, "sha256_file", lambda p: hashed.append(p.name) or real(p))
+    Index.load(folder, model=model)
+    assert "chunk-00000.safetensors" in hashed and "vectors-all.faiss" in hashed
+    hashed.clear()
+    Index.load(folder, model=model)
+    assert hashed == []  # nothing changed since: nothing hashed again
+    chunk = folder / "chunks" / "chunk-00001.safetensors"
+    tensors = load_file(str(chunk))
+    tensors["embeddings"][1] = -tensors["embeddings"][1]
+    save_file(tensors, str(chunk))  # same size; its times change
+    with pytest.raises(IntegrityError, match="chunk-00001.*SHA-256"):
+        Index.load(folder, model=model)
+    assert hashed == ["chunk-00001.safetensors"]
+
+
 def test_flipped_vectors_in_a_faiss_file_are_an_error(model, tmp_path, capsys):
     folder = indexed(encoded(tmp_path, model), "flat")
     faiss_file = folder / INDEX_DIR / "vectors-all.faiss"
@@ -192,7 +214,7 @@ def test_save_never_deletes_a_users_files(model, tmp_path):
     index.add([dict(papers(7)[6], id="extra")]).build()
     index.save(saved)  # unifar's own folder: replaced
     assert len(Index.load(saved, model=model)) == 7
-    assert sorted(p.name for p in saved.iterdir()) == [
+    assert sorted(p.name for p in saved.iterdir() if p.name != ".verified.json") == [
         ".lock", "chunks", "documents.jsonl", "index", "manifest.json"]
 
 
