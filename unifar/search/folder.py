@@ -158,7 +158,10 @@ def encode_command(folder: Path, manifest: dict[str, Any]) -> str:
     spec = (manifest.get("model") or {}).get("spec") or "M"
     if corpus is None:  # written by Index.save
         return "Index.save of the index again"
-    return f"`unifar encode {corpus} --model {display_path(spec)} --out {display_path(folder)}`"
+    options = " --no-labels" if (manifest.get("labels") or {}).get("source") == "none" else ""
+    if manifest.get("chunk_size", 1000) != 1000:
+        options += f" --chunk-size {manifest['chunk_size']}"
+    return f"`unifar encode {corpus} --model {display_path(spec)} --out {display_path(folder)}{options}`"
 
 
 def verify_encoding(folder: Path, manifest: dict[str, Any], check: bool = True) -> None:
