@@ -385,11 +385,10 @@ def test_the_real_cli_end_to_end_on_csfcube_abstracts(tmp_path):
     corpus.write_text(
         "".join(
             json.dumps(
-                {
+                {  # no labels: the shipped default labeller gives them (no chapter run needed)
                     "id": r["paper_id"],
                     "title": r["title"],
-                    "sentences": r["abstract"],
-                    "labels": r["pred_labels"],
+                    "abstract": " ".join(r["abstract"]),
                 }
             )
             + "\n"
@@ -410,10 +409,10 @@ def test_the_real_cli_end_to_end_on_csfcube_abstracts(tmp_path):
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    assert "encoded 30 papers" in cli(
+    assert "labels: labeller) into" in cli(
         "encode", corpus, "--model", "minilm", "--out", out, "--no-progress"
     )
-    cli("index", out)
+    assert "BM25: all, background, method, result" in cli("index", out)
     res = json.loads(cli("search", out, "--like", pid, "--facet", "background", "-k", 5, "--json"))
     assert len(res["results"]) == 5 and pid not in [r["id"] for r in res["results"]]
     q = json.loads(
@@ -422,6 +421,24 @@ def test_the_real_cli_end_to_end_on_csfcube_abstracts(tmp_path):
     assert q["results"][0]["id"] == pid  # the debate paper answers the debate question
     ex = json.loads(cli("explain", out, "congressional floor debates", pid, "--json"))
     assert {t["term"] for t in ex["bm25"]["all"]["terms"]} >= {"congression", "debat"}
+
+
+@pytest.mark.slow
+def test_the_shipped_default_labeller_labels_sentences_sensibly():
+    """The package's labeller (10 KB: a linear head, the encoder loaded by name) loads without
+    any chapter's artifacts and labels plain sentences of each role as that role."""
+    from unifar.search.encode import DEFAULT_LABELLER, load_labeller
+
+    files = sorted(p.name for p in DEFAULT_LABELLER.iterdir())
+    assert files == ["head.safetensors", "labeller.json"]
+    assert sum(p.stat().st_size for p in DEFAULT_LABELLER.iterdir()) < 64_000
+    labeller = load_labeller(None)
+    assert labeller.encoder.name == "minilm" and not labeller.encoder.finetuned
+    assert labeller.predict_sentences([
+        "Little is known about how readers search the scientific literature.",
+        "We train a transformer encoder with a contrastive loss on citation pairs.",
+        "Our model improves mean average precision by 4.2 points over the baseline.",
+    ]) == ["background", "method", "result"]
 
 
 def test_a_base_encoder_folder_is_a_base_name_not_a_checkpoint(tmp_path, tokenizer):

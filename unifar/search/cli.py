@@ -47,8 +47,9 @@ def _encode_parser(sub: Any) -> None:
     en.add_argument(
         "--labeller",
         metavar="DIR",
-        help="sentence labeller folder for rows without "
-        "labels (default: artifacts/ch02/default/labeller, made by the book's chapter 2)",
+        help="sentence labeller folder for rows without labels (default: the shipped one, a "
+        "linear head over frozen MiniLM; the book's chapter 2 makes a fine-tuned, more accurate "
+        "one in artifacts/ch02/default/labeller)",
     )
     en.add_argument(
         "--no-labels",

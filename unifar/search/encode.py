@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from ..facets import FACETS
-from ..files import REPO, atomic_file, display_path, sha256_file, write_json
+from ..files import atomic_file, display_path, sha256_file, write_json
 from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
                      verify_encoding, writing)
 
@@ -42,8 +42,10 @@ __all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model"
            "model_facts", "load_labeller", "label_documents", "encode_corpus", "read_encoding",
            "write_encoding"]
 
-#: the offline labeller chapter 2 of the book trains
-DEFAULT_LABELLER = REPO / "artifacts" / "ch02" / "default" / "labeller"
+#: the labeller that ships with the package: a linear head over the frozen shipped MiniLM,
+#: trained on CSAbstruct by ``benchmarks/studies/default_labeller.py`` (its scores beside chapter
+#: 2's fine-tuned labeller: ``results/search/default_labeller.json``, shown in chapter 2)
+DEFAULT_LABELLER = Path(__file__).resolve().parent / "default_labeller"
 
 
 @dataclass
@@ -105,7 +107,8 @@ def model_facts(model: Any, spec: str | None) -> dict[str, Any]:
 
 def load_labeller(path: str | os.PathLike[str] | None) -> Any:
     """The offline sentence labeller (:class:`~unifar.construction.labeller.FacetLabeller`) in
-    ``path``, by default chapter 2's; a clear error naming the options when there is none."""
+    ``path``, by default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
+    is ``artifacts/ch02/<profile>/labeller``); a clear error naming the options when there is none."""
     from ..construction.labeller import CONFIG_NAME, FacetLabeller
 
     folder = Path(path) if path is not None else DEFAULT_LABELLER
@@ -116,6 +119,7 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
             "in the corpus ('sentences' + 'labels'), pass --labeller DIR (a folder written by "
             "FacetLabeller.save, e.g. the book's chapter 2 makes artifacts/ch02/default/labeller), "
             "or pass --no-labels (dense search only, BM25 over title + abstract)"
+            + ("; the shipped default labeller is missing: reinstall unifar" if path is None else "")
         )
     return FacetLabeller.load(folder)
 
