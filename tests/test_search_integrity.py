@@ -266,3 +266,18 @@ def test_a_loaded_index_without_labels_adds_papers_without_a_labeller(model, tmp
     again = Index.load(folder, model=model)
     again.add([{"id": "new", "title": "A new paper", "abstract": "It has no labels. None at all."}])
     assert len(again) == 7 and set(again.documents[-1]["labels"]) == {None}
+
+
+def test_anchors_made_from_words_do_not_tie_an_index_to_a_thread_count(make_model):
+    """Untrained anchors are a forward pass, whose last bits depend on the CPU and its threads;
+    two such models are one model, a trained anchor is another."""
+    import torch
+
+    a, b = make_model(), make_model()
+    with torch.no_grad():  # b's anchors as another machine computes them: 1 ulp away
+        b.anchors.copy_(torch.nextafter(b.anchors, torch.full_like(b.anchors, 10.0)))
+    b.anchors_from_words = b.anchors.detach().clone()
+    assert not torch.equal(a.anchors, b.anchors) and model_digest(a) == model_digest(b)
+    with torch.no_grad():
+        b.anchors.add_(0.01)  # trained: no longer the words' anchors
+    assert model_digest(a) != model_digest(b)

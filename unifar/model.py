@@ -170,6 +170,9 @@ class UniFAR(nn.Module):
         S, _ = sentence_states(tokens, batch.sentence_ids, 1)
         self.anchors.data.copy_(S[:, 0].to(self.anchors.dtype))
         self.base.train(was_training)
+        # A forward pass, whose last bits depend on the CPU and its threads: while the anchors are
+        # these, a model digest names them by this recipe (unifar.search.models.model_digest).
+        self.anchors_from_words = self.anchors.detach().to("cpu", copy=True)
 
     # ------------------------------------------------------------------ forward
     @property

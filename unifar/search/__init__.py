@@ -9,7 +9,8 @@
 * :mod:`unifar.search.explain` -- the facet similarity matrix, attended sentences, BM25 terms;
 * :mod:`unifar.search.folder` -- the index folder on disk: one writer, no user file touched,
   every file checked against its recorded digest;
-* :mod:`unifar.search.cli` -- ``python -m unifar encode | index | search | explain``.
+* :mod:`unifar.search.serve` -- ``unifar serve``: a local search page (Flask);
+* :mod:`unifar.search.cli` -- ``python -m unifar encode | index | search | explain | serve``.
 
 >>> from unifar.search import Index            # doctest: +SKIP
 >>> index = Index("minilm", use_labels=False).add(papers).build()   # doctest: +SKIP

@@ -7,6 +7,7 @@
     unifar search my-index "how do retrievers use citation graphs?" -k 10
     unifar search my-index --like PAPER_ID --facet method --hybrid 0.25 --json
     unifar explain my-index "citation graphs for retrieval" PAPER_ID
+    unifar serve my-index                     # a search page on http://127.0.0.1:8765/
 
 :func:`add_search_parsers` adds them to the main parser; :func:`run_search_command` runs one.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 __all__ = ["SEARCH_COMMANDS", "add_search_parsers", "run_search_command"]
 
-SEARCH_COMMANDS = ("encode", "index", "search", "explain")
+SEARCH_COMMANDS = ("encode", "index", "search", "explain", "serve")
 _FACETS = ("all", "background", "method", "result", "bg", "mt", "rs")
 
 
@@ -151,12 +152,25 @@ def add_search_parsers(sub: Any) -> None:
     ex.add_argument("--like", action="store_true", help="QUERY is an indexed paper's id")
     ex.add_argument("--top", type=int, default=3, metavar="N", help="sentences per facet (3)")
     _common(ex, k=False)
+    sv = sub.add_parser(
+        "serve",
+        help="a local search page over an index (model and index loaded once)",
+        description="Serve a search page: a question or 'papers like this one', per facet, "
+        "results with their three facet scores, and for a result the facet similarity "
+        "heatmap, the sentences each facet attends to and the BM25 terms that matched.",
+    )
+    sv.add_argument("dir", metavar="DIR", help="folder written by `unifar encode` + `unifar index`")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8765, metavar="N", help="port (default 8765)")
+    _common(sv, k=False, json_output=False)
 
 
-def _common(p: argparse.ArgumentParser, k: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, k: bool = True, json_output: bool = True) -> None:
     if k:
         p.add_argument("-k", type=int, default=10, metavar="K", help="results (default 10)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    if json_output:
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument(
         "--model",
         metavar="M",
@@ -169,7 +183,8 @@ def _common(p: argparse.ArgumentParser, k: bool = True) -> None:
 def _encode(args: argparse.Namespace) -> None:
     from ..files import display_path
     from .corpus import read_corpus
-    from .encode import encode_corpus, load_labeller, load_model, model_spec
+    from .encode import encode_corpus, load_labeller
+    from .models import load_model, model_spec
 
     corpus = read_corpus(args.corpus, allow_title_only=args.allow_title_only)
     if args.no_labels:
@@ -276,9 +291,18 @@ def _explain(args: argparse.Namespace) -> Any:
     return ex
 
 
+def _serve(args: argparse.Namespace) -> None:
+    from .serve import serve
+
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be between 0 and 65535, got {args.port}")
+    serve(args.dir, host=args.host, port=args.port, model=args.model, device=args.device)
+
+
 def run_search_command(args: argparse.Namespace) -> Any:
     """Run the search command ``args.command`` (errors are raised for ``main`` to report)."""
-    handler = {"encode": _encode, "index": _index, "search": _search, "explain": _explain}
+    handler = {"encode": _encode, "index": _index, "search": _search, "explain": _explain,
+               "serve": _serve}
     try:
         return handler[args.command](args)
     except FileExistsError as err:

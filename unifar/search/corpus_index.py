@@ -40,14 +40,8 @@ from ..files import atomic_dir, file_digests, write_json
 from .corpus import check_documents
 from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_manifest,
                      verify_index, writing)
-from .encode import (
-    label_documents,
-    load_model,
-    model_digest,
-    model_facts,
-    read_encoding,
-    write_encoding,
-)
+from .encode import label_documents, read_encoding, write_encoding
+from .models import load_model, model_digest, model_facts
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
 from .vectors import VectorIndex
 
@@ -359,8 +353,11 @@ class Index:
         k: int = 10,
         hybrid: float | None = None,
         depth: int = 100,
+        embedding: torch.Tensor | None = None,
     ) -> list[Hit]:
-        """The ``k`` best papers for a question or a paper (module docstring)."""
+        """The ``k`` best papers for a question or a paper (module docstring); ``embedding``:
+        the question's facet embeddings [F, h] when already computed (``unifar serve`` reuses
+        them for the facet scores)."""
         check_search_options(k, hybrid, depth)
         field = _field(facet)
         if not self.vectors:
@@ -370,7 +367,7 @@ class Index:
                 f"hybrid search on facet {field!r} needs sentence labels, and this "
                 "index has none (encode with labels or a labeller)"
             )
-        qe = self.query_embedding(query, like)
+        qe = embedding if embedding is not None and like is None else self.query_embedding(query, like)
         vec = qe.reshape(-1) if field == "all" else qe[FACETS.index(field)]
         scale = 1.0 / len(FACETS) if field == "all" else 1.0
         self_pos = self.position(like) if like is not None else -1

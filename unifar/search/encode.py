@@ -16,8 +16,9 @@ id* that ``index/`` records. A folder holding another corpus, model or chunk siz
 (one writer, no user file touched) are :mod:`unifar.search.folder`'s.
 
 The model is a UniFAR checkpoint folder or a base encoder name (``minilm``: an untrained UniFAR
-on it, identity init, as the evaluation's ``unifar-untrained``); its digest (SHA-256 of the
-config and every weight) lets a search refuse a query encoder other than the index's.
+on it, identity init, as the evaluation's ``unifar-untrained``); its digest
+(:func:`unifar.search.models.model_digest`) lets a search refuse a query encoder other than the
+index's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..facets import FACETS
 from ..files import atomic_file, display_path, sha256_file, write_json
 from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
                      verify_encoding, writing)
+from .models import load_model, model_digest, model_facts, model_spec  # noqa: F401 -- re-exported
 
 __all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model", "model_digest",
            "model_facts", "load_labeller", "label_documents", "encode_corpus", "read_encoding",
@@ -55,54 +57,6 @@ class Encoding:
     documents: list[dict[str, Any]]
     embeddings: torch.Tensor
     manifest: dict[str, Any]
-
-
-def load_model(spec: str, device: str | None = None) -> Any:
-    """UniFAR from a checkpoint folder, or untrained on a base encoder name (clear errors for a
-    name that names nothing, :func:`unifar.base_models.check_model_name`)."""
-    from ..base_models import check_model_name
-    from ..evaluation.systems import is_unifar_checkpoint, load_unifar
-
-    if not is_unifar_checkpoint(spec):
-        check_model_name(spec)
-    return load_unifar(spec, None, device)
-
-
-def model_spec(spec: str) -> str:
-    """What the manifest records: a checkpoint folder as an absolute path, a name as given."""
-    return str(Path(spec).resolve()) if Path(spec).is_dir() else spec
-
-
-def model_digest(model: Any) -> str:
-    """SHA-256 (hex, 24 chars) of a UniFAR model's config and weights (device independent).
-
-    The base encoder's pooler is left out: UniFAR never reads it, and a checkpoint of a base
-    saved without one gets a fresh random pooler at every load. A shipped base is named by its
-    short name, so its hub id gives the same digest (the weights are the same)."""
-    from ..base_models import short_name
-
-    config = model.config.to_dict()
-    config["base_model"] = short_name(str(config["base_model"]))
-    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
-    for name, t in sorted(model.state_dict().items()):
-        if ".pooler." in name:
-            continue
-        t = t.detach().to("cpu").contiguous().reshape(-1)
-        h.update(f"{name}:{t.dtype}:{t.numel()}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()[:24]
-
-
-def model_facts(model: Any, spec: str | None) -> dict[str, Any]:
-    """The manifest's ``model`` entry."""
-    return {
-        "spec": spec,
-        "digest": model_digest(model),
-        "base_model": model.config.base_model,
-        "max_tokens": model.config.max_tokens,
-        "hidden_size": model.hidden_size,
-        "facets": list(model.config.facets),
-    }
 
 
 def load_labeller(path: str | os.PathLike[str] | None) -> Any:
