@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
-PAGES = [ROOT / "book" / "intro.md", *sorted((ROOT / "book").glob("reproduction*.md"))]
+PAGES = [ROOT / "book" / "intro.md", ROOT / "book" / "search.md",
+         *sorted((ROOT / "book").glob("reproduction*.md"))]
 
 # A decimal number: 0.508, 41.90, .616 (not part of a longer token like v1.2.3 or fold1_dev).
 DECIMAL = re.compile(r"(?<![\w.\-])[-+]?(?:\d+\.\d+|\.\d+)(?![\w]|\.\d)")
