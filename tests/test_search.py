@@ -441,6 +441,26 @@ def test_the_shipped_default_labeller_labels_sentences_sensibly():
     ]) == ["background", "method", "result"]
 
 
+def test_the_shipped_labeller_is_chapter_2s_full_base_linear_fit():
+    """Why its CSAbstruct test macro-F1 equals, to every digit, that of chapter 2's full-profile
+    'minilm base, linear' labeller: both are the same fit (the same 10,840 leakage-filtered training
+    sentences, the frozen MiniLM at 64 tokens, C = 1) scored on the whole test set; on dev,
+    PubMedQA and CSFCube they differ because chapter 2's full profile scores samples of those."""
+    from unifar.files import REPO
+
+    shipped = json.loads((REPO / "results/search/default_labeller.json").read_text())
+    ch2 = json.loads((REPO / "results/ch02/full/rhetoric.json").read_text())
+    config = json.loads((REPO / "unifar/search/default_labeller/labeller.json").read_text())
+    row = ch2["results"]["labeller"]["results"]["minilm base, linear (C=1)"]
+    assert shipped["sizes"]["train"] == ch2["results"]["labeller"]["training_sentences"]
+    assert (config["head"], config["C"], config["encoder"]) == (
+        row["head"], 1.0, {"finetuned": False, "max_length": 64, "name": "minilm", "saved": False})
+    assert ch2["config"]["profile_settings"]["max_tokens"] == 64 and row["encoder"] == "base"
+    test_size = ch2["results"]["sizes"]["csabstruct test"]
+    assert test_size["used"] == test_size["available"]
+    assert shipped["scores"]["test"]["macro_f1"] == row["test"]["macro_f1"]
+
+
 def test_a_base_encoder_folder_is_a_base_name_not_a_checkpoint(tmp_path, tokenizer):
     """A Hugging Face model folder (config.json + model.safetensors) names a base encoder."""
     from unifar.evaluation.systems import is_unifar_checkpoint

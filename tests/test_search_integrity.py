@@ -15,17 +15,8 @@ from unifar.search.corpus import read_corpus
 from unifar.search.corpus_index import INDEX_DIR, Index
 from unifar.search.encode import encode_corpus, model_digest, read_encoding
 
+from .test_search import checkpoint, model  # noqa: F401 -- the same fixtures as the search tests
 from .test_search import cli_error, papers, run_cli, write_corpus
-
-
-@pytest.fixture
-def model(make_model):
-    return make_model()
-
-
-@pytest.fixture
-def checkpoint(model, tmp_path):
-    return model.save_pretrained(tmp_path / "model")
 
 
 def other_papers(n: int = 20) -> list[dict]:

@@ -38,8 +38,8 @@ import torch
 from ..facets import FACETS, normalise_facet
 from ..files import atomic_dir, file_digests, write_json
 from .corpus import check_documents
-from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_manifest,
-                     verify_index, writing)
+from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_index_meta,
+                     read_manifest, verify_index, writing)
 from .encode import label_documents, read_encoding, write_encoding
 from .models import load_model, model_digest, model_facts
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
@@ -317,8 +317,8 @@ class Index:
         folder = Path(directory)
         verify_index(folder, read_manifest(folder), check)  # before reading anything big
         obj = cls.from_encoding(directory, model, device, check=check)
-        meta = verify_index(folder, read_manifest(folder), check=False)  # the same folder still
-        if meta["encoding_id"] != obj.encoding_id:
+        meta = read_index_meta(folder)
+        if meta["encoding_id"] != obj.encoding_id:  # encoded again while it was being read
             raise ValueError(f"{folder} changed while it was read (encoded again?): load it again")
         folder = folder / INDEX_DIR
         e = obj.embeddings
