@@ -11,7 +11,10 @@ Training (``--train-ftus DIR``): optimizer steps of the paper's batch (4 FTUs x 
 on an FTU folder, in each of ``--train-modes``: ``full`` (every parameter trained, the paper),
 ``frozen`` (the base frozen and its states cached, our CPU default) and ``top`` (the base frozen
 but its top ``--train-top-layers`` layers trained on cached states of the layers below). The
-cached modes are timed after one warm-up pass fills the cache.
+cached modes are timed after one warm-up pass fills the cache. Each mode's row also has its model
+FLOPs per FTU (:mod:`unifar.flops`: 3 times the forward of what trains, the forward of a frozen
+part that is not cached), the TFLOP/s achieved and, on a GPU of ``unifar.flops.PEAK_BF16_TFLOPS``,
+the MFU.
 ``--evaluate`` times the full CSFCube test evaluation of UniFAR (encoding 4,205 papers and
 ranking 50 pools) and reports its MAP; with ``--n-docs 0`` it also scores the embeddings of every
 timed run (so a bf16 run that hurts retrieval shows up). Peak memory: CUDA's max allocated, else the process RSS.
@@ -47,6 +50,23 @@ def _peak_mib(device: torch.device) -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
 
 
+def _flops_per_ftu(model, data, layers: int | None, base_trained: bool) -> float:
+    """Model FLOPs of a training step per FTU (:mod:`unifar.flops`), from the FTU batches of
+    ``data`` in file order (training shuffles them: an estimate of the same FTUs' cost)."""
+    import numpy as np
+
+    from unifar.flops import training_step_flops, unifar_forward_flops
+    from unifar.objective import build_ftu_batch
+
+    total, b = 0, model.config.batch_size
+    for s in range(0, len(data.ftus), b):
+        fb = build_ftu_batch(model, data.ftus[s: s + b], data.documents, rng=np.random.default_rng(0))
+        for batch in (fb.documents, fb.questions):
+            if batch is not None:
+                total += training_step_flops(unifar_forward_flops(model, batch, layers), base_trained)
+    return total / max(len(data.ftus), 1)
+
+
 def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) -> list[dict]:
     """FTUs per second of optimizer steps, full fine-tuning and frozen base (warm cache).
 
@@ -57,6 +77,7 @@ def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) 
     from unifar.construction.ftu_files import FTUDataset, load_ftus
     from unifar.caching import TokenStateCache
     from unifar.config import TrainArgs
+    from unifar.flops import mfu, peak_tflops
     from unifar.train import train
 
     data = load_ftus(args.train_ftus)
@@ -83,9 +104,14 @@ def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) 
                 train(None, sub, targs(f"{tmp}/warm"), model=UniFAR(cfg, device=device), state_cache=cache)
             res = train(None, sub, targs(f"{tmp}/run"), model=model, state_cache=cache)
         info = res.run_info
+        flops = _flops_per_ftu(model, sub, layers=None if not freeze else top, base_trained=not freeze or top > 0)
+        achieved = flops * info["ftus_per_second"]
+        peak = peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
         out.append({"mode": mode, "train_top_layers": top, "steps": info["steps"], "ftus_per_step": per_step,
                     "ftus_per_s": info["ftus_per_second"], "seconds": info["train_loop_seconds"], "bf16": info["bf16"],
-                    "peak_mib": _peak_mib(device)})
+                    "peak_mib": _peak_mib(device), "gflops_per_ftu": round(flops / 1e9, 3),
+                    "tflops": round(achieved / 1e12, 4),
+                    "mfu": None if peak is None else round(mfu(achieved, 1.0, peak), 4)})
         if on_row is not None:
             on_row(out)
     return out

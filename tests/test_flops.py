@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from unifar.flops import encoder_flops, mfu, peak_tflops, unifar_aggregation_flops
+from unifar.flops import (encoder_flops, mfu, peak_tflops, training_step_flops,
+                          unifar_aggregation_flops, unifar_forward_flops)
 from unifar.text import collate
 
 from .conftest import tiny_bert
@@ -74,6 +75,21 @@ def test_aggregation_count_equals_torch_counter(make_model, docs, branch: str) -
     # vectors), so unifar.flops leaves it out
     pooling = 2 * items[0].n_sentences * len(items[0].input_ids) * h
     assert expected + pooling == out
+
+
+def test_forward_count_of_a_mixed_batch(make_model, docs) -> None:
+    """Documents and a question in one padded batch: the count from real lengths and each input's
+    branch equals torch's count of one unpadded input at a time."""
+    model = make_model(use_token_attention=True).eval()
+    model.base.set_attn_implementation("eager")
+    items = model.tokenize_documents(docs) + model.tokenize_questions(["Which anchors?"])
+    with torch.no_grad():
+        one_by_one = sum(counted(lambda it=it: model(collate([it], 0))) for it in items)
+    pooling = sum(2 * it.n_sentences * len(it.input_ids) * model.hidden_size for it in items)
+    forward = unifar_forward_flops(model, collate(items, 0))
+    assert forward["base"] + forward["heads"] + pooling == one_by_one
+    assert unifar_forward_flops(model, collate(items, 0), layers=0)["base"] == 0
+    assert training_step_flops(forward, True) == 3 * (forward["base"] + forward["heads"])
 
 
 def test_peaks_and_mfu() -> None:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-__all__ = ["encoder_layer_flops", "encoder_flops", "unifar_aggregation_flops", "PEAK_BF16_TFLOPS",
-           "peak_tflops", "mfu"]
+__all__ = ["encoder_layer_flops", "encoder_flops", "unifar_aggregation_flops", "unifar_forward_flops",
+           "training_step_flops", "PEAK_BF16_TFLOPS", "peak_tflops", "mfu"]
 
 # Dense (not sparse) bfloat16 tensor-core peaks from the vendors' data sheets, in TFLOP/s. A name
 # matches when every word of the key is in the device name (torch.cuda.get_device_name), the
@@ -100,6 +100,33 @@ def unifar_aggregation_flops(hidden: int, mlp_hidden: int, n_facets: int, n_unit
             attention = f * 4 * h * h + 4 * f * int(folded_heads) * int(n) * h
         total += 2 * h * h + f * (4 * h * m + 2 * m * h) + f * 4 * h * h + attention
     return total
+
+
+def unifar_forward_flops(model: Any, batch: Any, layers: int | None = None) -> dict[str, int]:
+    """FLOPs of UniFAR's forward pass on a collated :class:`unifar.text.Batch`, split into the base
+    encoder's (``layers``: only its top layers, as when the ones below are cached) and the facet
+    module's, counted on each input's real tokens and sentences and on the branch it takes."""
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    units = batch.n_sentences.tolist()
+    sentence = model._choose_sentence_branch(batch.n_sentences).tolist()
+    cfg, h = model.config, model.hidden_size
+    heads = sum(unifar_aggregation_flops(h, cfg.mlp_hidden or h, cfg.n_facets,
+                                         [n if s else length],
+                                         folded_heads=None if s else cfg.num_heads)
+                for length, n, s in zip(lengths, units, sentence))
+    return {"base": encoder_flops(model.base.config, lengths, layers), "heads": heads}
+
+
+def training_step_flops(forward: dict[str, int], base_trained: bool) -> int:
+    """FLOPs of a training step from its forward pass (:func:`unifar_forward_flops`): 3 times the
+    forward of what is trained (forward, and a backward pass for activations and for weights);
+    a base that is not trained (``base_trained=False``) costs its forward only, and nothing when
+    its states come from a cache (count its forward with ``layers=0``).
+
+    >>> training_step_flops({"base": 100, "heads": 10}, True), training_step_flops({"base": 100, "heads": 10}, False)
+    (330, 130)
+    """
+    return 3 * forward["heads"] + (3 if base_trained else 1) * forward["base"]
 
 
 def peak_tflops(device_name: str) -> float | None:
