@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .files import atomic_file
+from .files import atomic_file, hash_tensors
 from .pooling import length_order
 from .text import Batch, EncodedInput, collate
 
@@ -198,11 +198,8 @@ class TokenStateCache:
         ``top_layers`` and the device type: states cached for one base are never read for another,
         and states computed on CUDA (bf16 autocast by default) never stand in for CPU ones."""
         h = hashlib.blake2b(f"top_layers={top_layers};device={model.device.type}".encode(), digest_size=12)
-        for name, t in sorted(model.base.state_dict().items()):
-            t = t.detach().to("cpu").contiguous().reshape(-1)
-            h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-        return h.hexdigest()
+        return hash_tensors(h, sorted(model.base.state_dict().items()),
+                            lambda name, t: f"{name}:{tuple(t.shape)}:{t.dtype}").hexdigest()
 
     @classmethod
     def on_disk(cls, model: "UniFAR", cache_dir: str | os.PathLike[str], top_layers: int = 0,

@@ -10,14 +10,17 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import IO, Callable, Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+if TYPE_CHECKING:
+    import torch
 
 try:
     import fcntl
 except ImportError:  # Windows: no flock; folders are then not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["sha256_file", "atomic_dir", "atomic_file", "display_path", "write_json", "IntegrityError",
+__all__ = ["sha256_file", "hash_tensors", "atomic_dir", "atomic_file", "display_path", "write_json", "IntegrityError",
            "file_digests", "digest_mismatch", "LOCK_NAME", "FolderBusy", "lock_folder", "unlock_folder"]
 
 #: the lock file a writing process holds in its output folder (training runs, search indexes)
@@ -72,6 +75,29 @@ def sha256_file(path: str | os.PathLike[str], block_size: int = 1 << 22) -> str:
         for block in iter(lambda: f.read(block_size), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def hash_tensors(h: Any, tensors: Iterable[tuple[str, "torch.Tensor"]],
+                 header: Callable[[str, "torch.Tensor"], str] = lambda name, t: name) -> Any:
+    """Feed named tensors to the ``hashlib`` object ``h``: for each, ``header(name, flat)`` and the
+    raw bytes of the flattened CPU copy (so a digest names the exact weights, whatever device
+    they sit on). The one loop behind every weights digest of the library (the frozen-base cache's
+    :meth:`~unifar.caching.TokenStateCache.base_fingerprint`, the mean-pooling cache's
+    :meth:`~unifar.evaluation.mean_pooling.MeanPoolingEncoder.cache_key`, a search index's
+    :func:`~unifar.search.models.model_digest`), each with its own header and order. Returns ``h``.
+
+    >>> import torch
+    >>> by_hand = hashlib.sha256(b"w" + torch.ones(2).numpy().tobytes()).hexdigest()
+    >>> hash_tensors(hashlib.sha256(), [("w", torch.ones(2))]).hexdigest() == by_hand
+    True
+    """
+    import torch
+
+    for name, t in tensors:
+        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        h.update(header(name, flat).encode())
+        h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return h
 
 
 class IntegrityError(ValueError):

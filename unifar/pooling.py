@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["mean_pool", "sentence_states", "length_order", "length_batches"]
+__all__ = ["mean_pool", "sentence_states", "length_order"]
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -54,15 +54,3 @@ def length_order(lengths: Sequence[int] | np.ndarray, descending: bool = True) -
     """
     a = np.asarray(lengths, dtype=np.int64)
     return np.argsort(-a if descending else a, kind="stable")
-
-
-def length_batches(lengths: Sequence[int] | np.ndarray, batch_size: int, descending: bool = True) -> list[np.ndarray]:
-    """Index batches of at most ``batch_size`` inputs of similar length, longest first.
-
-    >>> [b.tolist() for b in length_batches([2, 5, 2, 7], 3)]
-    [[3, 1, 0], [2]]
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    order = length_order(lengths, descending)
-    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..files import hash_tensors
 from ..pooling import length_order, mean_pool
 
 __all__ = ["MeanPoolingEncoder"]
@@ -94,10 +95,7 @@ class MeanPoolingEncoder:
         fine-tuned in memory never reads embeddings cached for its earlier weights.
         """
         h = hashlib.sha256(f"max_length={self.max_length}".encode())
-        for name, tensor in self.model.state_dict().items():
-            h.update(name.encode())
-            h.update(tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        return h.hexdigest()[:24]
+        return hash_tensors(h, self.model.state_dict().items()).hexdigest()[:24]
 
     def _encode(self, texts: list[str]) -> torch.Tensor:
         hidden = self.model.config.hidden_size

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from ..files import hash_tensors
+
 __all__ = ["load_model", "model_spec", "model_digest", "model_facts"]
 
 
@@ -52,9 +54,7 @@ def model_digest(model: Any) -> str:
         if name == "anchors" and from_words is not None and torch.equal(t.detach().cpu(), from_words):
             h.update(b"anchors:from-words")
             continue
-        t = t.detach().to("cpu").contiguous().reshape(-1)
-        h.update(f"{name}:{t.dtype}:{t.numel()}".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        hash_tensors(h, [(name, t)], lambda n, flat: f"{n}:{flat.dtype}:{flat.numel()}")
     return h.hexdigest()[:24]
 
 
