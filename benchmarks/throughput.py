@@ -81,8 +81,9 @@ def main() -> None:
     from unifar.evaluation.mean_pooling import MeanPoolingEncoder
     from unifar.evaluation.texts import document_text
     from unifar.files import write_json
-    from unifar.flops import encoder_flops, mfu, peak_tflops, unifar_aggregation_flops
+    from unifar.flops import encoder_flops, mfu, peak_tflops, unifar_forward_flops
     from unifar.runtime import peak_memory, pick_device, run_facts
+    from unifar.text import collate
 
     started = time.perf_counter()
     device = pick_device(args.device)
@@ -102,13 +103,9 @@ def main() -> None:
     unifar = UniFAR(UniFARConfig(base_model=args.model, max_tokens=args.max_tokens), device=device)
     items = unifar.tokenize_documents(papers)
     unifar_lengths = [len(it.input_ids) for it in items]
-    cfg, h = unifar.config, unifar.hidden_size
-    sentence_branch = unifar._choose_sentence_branch(torch.tensor([it.n_sentences for it in items]))
-    head_flops = sum(unifar_aggregation_flops(h, cfg.mlp_hidden or h, cfg.n_facets, [
-        it.n_sentences if s else len(it.input_ids)], folded_heads=None if s else cfg.num_heads)
-        for it, s in zip(items, sentence_branch.tolist()))
+    forward = unifar_forward_flops(unifar, collate(items, unifar.tokenizer.pad_token_id or 0))
     flops = {"mean": encoder_flops(mean.model.config, mean_lengths),
-             "unifar": encoder_flops(unifar.base.config, unifar_lengths) + head_flops}
+             "unifar": forward["base"] + forward["heads"]}
     flops["sentence-transformers"] = flops["mean"]
     lengths = {"mean": mean_lengths, "unifar": unifar_lengths,
                "sentence-transformers": mean_lengths}

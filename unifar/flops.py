@@ -47,10 +47,8 @@ def encoder_layer_flops(hidden: int, intermediate: int, lengths: Iterable[int]) 
     True
     """
     h, i = int(hidden), int(intermediate)
-    total = 0
-    for n in lengths:
-        total += int(n) * (8 * h * h + 4 * h * i) + 4 * int(n) * int(n) * h
-    return total
+    n = [int(x) for x in lengths]
+    return sum(n) * (8 * h * h + 4 * h * i) + 4 * h * sum(x * x for x in n)
 
 
 def _shapes(config: Any) -> tuple[int, int, int]:
@@ -92,14 +90,13 @@ def unifar_aggregation_flops(hidden: int, mlp_hidden: int, n_facets: int, n_unit
     896
     """
     h, m, f = int(hidden), int(mlp_hidden), int(n_facets)
-    total = 0
-    for n in n_units:
-        if folded_heads is None:
-            attention = int(n) * 4 * h * h + 4 * f * int(n) * h
-        else:
-            attention = f * 4 * h * h + 4 * f * int(folded_heads) * int(n) * h
-        total += 2 * h * h + f * (4 * h * m + 2 * m * h) + f * 4 * h * h + attention
-    return total
+    n = [int(x) for x in n_units]
+    per_input = 2 * h * h + f * (4 * h * m + 2 * m * h) + f * 4 * h * h  # E_input, MLP, Q and O
+    if folded_heads is None:  # K and V of every unit, scores and sums in the head width
+        attention = sum(n) * (4 * h * h + 4 * f * h)
+    else:  # K and V folded onto the F queries; scores and sums in the full width, per head
+        attention = len(n) * f * 4 * h * h + 4 * f * int(folded_heads) * h * sum(n)
+    return len(n) * per_input + attention
 
 
 def unifar_forward_flops(model: Any, batch: Any, layers: int | None = None) -> dict[str, int]:
