@@ -80,6 +80,26 @@ def test_ap_matches_ranx_on_golden_pools(data: CSFCube) -> None:
     np.testing.assert_allclose([theirs[k] for k in ours], list(ours.values()), rtol=0, atol=1e-12)
 
 
+def test_fixed_width_ids_give_ranx_its_own_values_with_ties() -> None:
+    """ranx_per_query renames document ids to one fixed width (a numba compile per id length
+    otherwise): every metric equals ranx run on the original ids, ties in the scores included."""
+    from ranx import Qrels, Run, evaluate
+
+    rng = np.random.default_rng(0)
+    ids = [f"doc-{'x' * int(n)}{i}" for i, n in enumerate(rng.integers(0, 9, 40))]
+    qrels, run = {}, {}
+    for q in range(30):
+        cands = list(rng.choice(ids, 15, replace=False))
+        run[f"q{q}"] = {d: float(rng.integers(0, 4)) for d in cands}  # many tied scores
+        qrels[f"q{q}"] = {d: int(rng.integers(1, 3)) for d in rng.choice(cands, 3, replace=False)}
+    metrics = ["map", "ndcg@5", "mrr@10", "recall@5"]
+    ours = ranx_per_query(qrels, run, metrics)
+    run_obj = Run(run)
+    evaluate(Qrels(qrels), run_obj, metrics)
+    for m in metrics:
+        assert ours[m] == pytest.approx(dict(run_obj.scores[m]), abs=1e-12)
+
+
 def test_rankings_cover_pools_except_self_candidate(data: CSFCube) -> None:
     ranked = read_ranked_pools(SAMPLE)
     for facet in FACETS:

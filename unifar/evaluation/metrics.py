@@ -27,6 +27,7 @@ __all__ = [
     "average_precision",
     "csfcube_query_metrics",
     "dcg_at_k",
+    "fixed_width_ids",
     "fold_mean",
     "ndcg_at_k",
     "ndcg_pct",
@@ -137,6 +138,28 @@ def fold_mean(per_query: Mapping[str, float], folds: Mapping[str, Sequence[str]]
     return float(np.mean(means))
 
 
+#: digits of the document ids handed to ranx (:func:`fixed_width_ids`)
+ID_WIDTH = 12
+
+
+def fixed_width_ids(doc_ids: Sequence[str]) -> dict[str, str]:
+    """Each distinct document id mapped to a zero-padded number of :data:`ID_WIDTH` digits, in the
+    ids' sorted order (so that any tie broken by id order is broken the same way).
+
+    ranx stores a run's document ids as a numpy ``<U{longest id}`` array and its numba kernels
+    are compiled per array type: every new id length cost 25-40 s of compilation in each
+    process (about a minute of chapter 5, measured with py-spy). One width compiles once and
+    numba's on-disk cache serves every later process.
+
+    >>> fixed_width_ids(["b", "a10", "b"])
+    {'a10': '000000000000', 'b': '000000000001'}
+    """
+    distinct = sorted(set(doc_ids))
+    if len(distinct) >= 10**ID_WIDTH:
+        raise ValueError(f"{len(distinct)} document ids: more than {ID_WIDTH} digits can number")
+    return {d: f"{i:0{ID_WIDTH}d}" for i, d in enumerate(distinct)}
+
+
 def ranx_per_query(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Mapping[str, float]],
@@ -149,11 +172,12 @@ def ranx_per_query(
 
     # A Run object keeps the per-query scores keyed by query id (``run.scores``); a plain dict
     # with return_mean=False returns a bare array (and ranx 0.3.21 mislabels "<metric>-l<N>").
-    run_obj = Run({q: dict(d) for q, d in run.items()})
+    code = fixed_width_ids([d for ranking in (*run.values(), *qrels.values()) for d in ranking])
+    run_obj = Run({q: {code[d]: s for d, s in ranking.items()} for q, ranking in run.items()})
     with warnings.catch_warnings():
         # ranx's numba kernels warn about a uint64 -> int64 cast (harmless: counts, not scores)
         # when they compile, i.e. only in a fresh environment; the stray stderr line made
         # notebook outputs depend on the state of numba's cache.
         warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
-        evaluate(Qrels({q: dict(d) for q, d in qrels.items()}), run_obj, list(metrics))
+        evaluate(Qrels({q: {code[d]: g for d, g in rel.items()} for q, rel in qrels.items()}), run_obj, list(metrics))
     return {m: {q: float(v) for q, v in run_obj.scores[m].items()} for m in metrics}
