@@ -74,3 +74,29 @@ def test_held_out_measure_uses_the_records_value_or_computes_it(make_model):
     assert measure(model, {"eval": {"l_kd": 0.25}}) == 0.25  # the step's own held-out value
     computed = measure(model, {})  # no record: computed on the held-out FTUs
     assert computed > 0 and measure(model, {}) == computed
+
+
+def test_held_out_measures_compute_once_per_point_from_a_sorted_cache(make_model, monkeypatch):
+    """The terms of one point share one held_out_loss call; with a state cache the held-out
+    inputs are cached first (in length-sorted batches), and the values equal those without it."""
+    import unifar.objective as objective
+    from unifar.caching import TokenStateCache
+    from unifar.config import TrainArgs
+    from unifar.learning_curve import held_out_measures
+
+    from .test_distillation import with_teachers
+
+    ds = with_teachers(make_dataset(6))
+    model = make_model(**small()).eval()
+    args = TrainArgs(progress=False, freeze_base=True)
+    calls = []
+    real = objective.held_out_loss
+    monkeypatch.setattr(objective, "held_out_loss", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cache = TokenStateCache()
+    with_cache = held_out_measures(["l_kd", "loss"], ds.ftus[:4], ds.documents, args, cache)
+    values = {t: m(model, {}) for t, m in with_cache.items()}
+    assert len(calls) == 1 and len(cache) > 0 and cache.misses == 0  # all filled before the loss
+    without = held_out_measures(["l_kd", "loss"], ds.ftus[:4], ds.documents, args)
+    assert {t: m(model, {}) for t, m in without.items()} == pytest.approx(values, rel=1e-5)
+    with_cache["loss"](model, {"step": 10})  # another point: computed again
+    assert len(calls) == 3
