@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from .text import Batch, EncodedInput, collate
 if TYPE_CHECKING:
     from .model import UniFAR
 
-__all__ = ["EmbeddingCache", "TokenStateCache", "save_cache_file", "text_digest"]
+__all__ = ["EmbeddingCache", "TokenStateCache", "base_in_eval_mode", "save_cache_file", "text_digest"]
 
 
 def save_cache_file(path: Path, write: Callable[[Path], None], what: str) -> bool:
@@ -44,6 +45,22 @@ def save_cache_file(path: Path, write: Callable[[Path], None], what: str) -> boo
                       "encodes these inputs again", stacklevel=3)
         return False
     return True
+
+
+@contextmanager
+def base_in_eval_mode(model: "UniFAR") -> Iterator[None]:
+    """The base encoder's modules in eval mode (no dropout) while states are computed for a
+    cache, each module's own mode restored after (a run that trains its top layers keeps them
+    training). A cached state serves every later step and chapter: computed in train mode it
+    would carry one random dropout mask for good (and draw from torch's generator, moving the
+    run that follows)."""
+    modes = [(m, m.training) for m in model.base.modules()]
+    model.base.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def text_digest(text: str) -> bytes:
@@ -257,7 +274,7 @@ class TokenStateCache:
         for s in tqdm(range(0, len(todo), batch_size), desc="caching base states", disable=not show_progress):
             part = todo[s : s + batch_size]
             batch = collate([items[i] for i in part], pad).to(model.device)
-            with torch.no_grad():
+            with torch.no_grad(), base_in_eval_mode(model):
                 states = model.lower_states(batch, self.top_layers)
             lengths = batch.attention_mask.sum(dim=1).tolist()
             for j, i in enumerate(part):
@@ -278,7 +295,7 @@ class TokenStateCache:
             width = int(lengths[part[0]])
             sub = Batch(batch.input_ids[idx, :width], batch.attention_mask[idx, :width], batch.sentence_ids[idx, :width],
                         batch.n_sentences[idx], batch.has_title[idx])
-            with torch.no_grad():
+            with torch.no_grad(), base_in_eval_mode(model):
                 states = model.lower_states(sub, self.top_layers)
             for j, i in enumerate(part):
                 self.states[keys[i]] = states[j, : int(lengths[i])].detach().clone()
