@@ -18,7 +18,8 @@ from typing import Any
 from .bootstrap import N_RESAMPLES, paired_bootstrap
 from .csfcube import fold_names
 
-__all__ = ["HEADLINE_METRICS", "RUN_FACT_KEYS", "compare_systems", "fold_strata", "format_results", "results_table",
+__all__ = ["HEADLINE_METRICS", "RUN_FACT_KEYS", "compare_systems", "csfcube_map_table", "fold_strata", "format_results",
+           "results_table",
            "seed_spread", "strip_timings", "verdict_table"]
 
 #: the metrics systems are compared on, per benchmark (the first is the benchmark's headline);
@@ -66,6 +67,26 @@ def results_table(result: Mapping[str, Any], wide: bool = False, subsets: bool =
     order = list(dict.fromkeys(df["metric"]))
     table = df.pivot_table(index=["benchmark", "system"], columns="metric", values="value", sort=False)
     return table[[m for m in order if m in table.columns]]
+
+
+def csfcube_map_table(result: Mapping[str, Any], source: str):
+    """CSFCube MAP per facet and aggregated (columns ``background MAP`` ... ``aggregated MAP``)
+    of every system of ``result``, indexed by ``(source, system)``: the layout of the paper's
+    table 2, so that rows measured here stack under the paper's (chapters 5 and 7).
+
+    >>> m = {f"{f}/map": v for f, v in zip(("background", "method", "result", "all"), (1, 2, 3, 4))}
+    >>> csfcube_map_table({"benchmarks": {"csfcube": {"systems": {"mean": {"metrics": m}}}}}, "here")
+               background MAP  method MAP  result MAP  aggregated MAP
+    here mean               1           2           3               4
+    """
+    import pandas as pd
+
+    names = {"background": "background", "method": "method", "result": "result", "aggregated": "all"}
+    systems = result["benchmarks"]["csfcube"]["systems"]
+    table = pd.DataFrame({name: {f"{f} MAP": r["metrics"][f"{m}/map"] for f, m in names.items()}
+                          for name, r in systems.items()}).T
+    table.index = pd.MultiIndex.from_product([[source], table.index])
+    return table
 
 
 def format_results(result: Mapping[str, Any], ci: bool = True) -> str:
