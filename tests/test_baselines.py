@@ -10,7 +10,8 @@ import torch
 from unifar.datasets.csfcube import CSFCube, load_csfcube
 from unifar.evaluation.csfcube import rank_pools
 from unifar.evaluation.mean_pooling import MeanPoolingEncoder
-from unifar.evaluation.retrievers import BM25Retriever, BM25Scorer, HybridRetriever, Retriever
+from unifar.evaluation.hybrid import HybridRetriever
+from unifar.evaluation.retrievers import BM25Retriever, BM25Scorer, Retriever
 from unifar.evaluation.texts import document_text, facet_query_text
 
 

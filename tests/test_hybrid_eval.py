@@ -126,7 +126,7 @@ def test_evaluate_all_records_the_choice_and_reports_test(cube):
     )
     described = res["meta"]["systems"]["h"]["weights_by_benchmark"]["csfcube"]
     assert (
-        described["chosen_on"] == "csfcube fold1_dev, all/map" and len(described["dev_curve"]) == 5
+        described["chosen_on"] == "csfcube fold1_dev, all/map" and len(described["dev_curve"]) == 4
     )
     assert (
         len(res["benchmarks"]["csfcube"]["systems"]["h"]["per_query"]["all/map"]) == 50
@@ -148,11 +148,12 @@ def test_qdoc_weights_come_from_the_dev_half(monkeypatch):
     lexical = Fixed("l", qdoc_fn=lambda q, d: float(q[1:] == d[1:]))
     protocol = QDocProtocol("t", metrics=("mrr@10",))
     test = LoadedBenchmark("scirepeval", "qdoc", _tiny_qdoc("test"), protocol, "c")
-    for flip, expected in ((False, [0.0, 1.0]), (True, [1.0, 0.0])):
+    # weights relative to the dense part: (1, 3) is the grid's most lexical point at step 1/4
+    for flip, expected in ((False, [1.0, 3.0]), (True, [1.0, 0.0])):
         monkeypatch.setattr(
             hybrid, "qdoc_dev_half", lambda name, opts, flip=flip: _tiny_qdoc("dev", flip)
         )
-        r = hybrid.FusedRetriever("h", "h", [dense, lexical], [dense, lexical], step=0.5)
+        r = hybrid.FusedRetriever("h", "h", [dense, lexical], [dense, lexical], step=0.25)
         with pytest.raises(ValueError, match="no weights chosen"):
             r.score(["q0"], r.index(test.data.documents.to_list()))
         r.prepare(test, {})
@@ -160,7 +161,7 @@ def test_qdoc_weights_come_from_the_dev_half(monkeypatch):
     monkeypatch.setattr(hybrid, "qdoc_dev_half", lambda name, opts: None)
     r.prepare(LoadedBenchmark("cranfield", "qdoc", _tiny_qdoc("c"), protocol, "c"), {})
     assert (
-        r.choices["cranfield"]["weights"] == [0.5, 0.5]
+        r.choices["cranfield"]["weights"] == [1.0, 1.0]
         and "no dev half" in r.choices["cranfield"]["chosen_on"]
     )
     assert hybrid.qdoc_dev_half("cranfield", {}) is None
@@ -217,3 +218,23 @@ def tiny_unifar(tokenizer):
         tokenizer=tokenizer,
         device="cpu",
     )
+
+
+def test_relative_weights_rank_as_the_shares_they_came_from():
+    # one convention (z(dense) + W z(lexical)) for the grid, the CLI and the results of earlier
+    # versions, which wrote shares summing to 1: any positive multiple ranks the same
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(size=50), rng.gamma(2.0, size=50), rng.normal(size=50)]
+    for shares in ((0.75, 0.25, 0.0), (0.1, 0.1, 0.8), (0.55, 0.05, 0.4)):
+        w = hybrid.relative_weights(shares)
+        assert w[0] == 1.0
+        for fusion in hybrid.FUSIONS:
+            assert np.array_equal(
+                np.argsort(-hybrid.fuse(parts, shares, fusion), kind="stable"),
+                np.argsort(-hybrid.fuse(parts, w, fusion), kind="stable"),
+            )
+    assert hybrid.relative_weights((1.0, 0.25)) == (1.0, 0.25)  # already relative: unchanged
+    for bad in ((0.0, 1.0), (1.0, -0.5), (1.0, float("nan")), ()):
+        with pytest.raises(ValueError, match="positive first"):
+            hybrid.relative_weights(bad)
+    assert all(w[0] == 1.0 for w in hybrid.weight_grid(3, 0.1))

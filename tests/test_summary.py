@@ -78,7 +78,11 @@ def test_hybrid_rows_read_the_benchmark_study(tmp_path):
     rows = [r for r in reproduction_summary(tmp_path) if r.table.startswith("beyond")]
     assert len(rows) == 1 and rows[0].measured == 42.8 and rows[0].status == "beyond the paper"
     assert rows[0].reported == paper.UNIFAR_TABLE2.value("UniFAR-MPNet", "aggregated MAP")
-    assert "W = 0.25" in rows[0].why
+    assert "W = 0.333" in rows[0].why  # older files wrote shares (0.75, 0.25): W = 1/3
+    summary["csfcube"]["hybrid-mean"]["weights"] = [1.0, 0.25]  # the one convention: as --hybrid
+    (tmp_path / "ch05" / "hybrid_minilm.json").write_text(json.dumps({"runs": [{"summary": summary}]}))
+    rows = [r for r in reproduction_summary(tmp_path) if r.table.startswith("beyond")]
+    assert "W = 0.25 " in rows[0].why
 
 
 def test_flew_rows_read_chapter_7(tmp_path):

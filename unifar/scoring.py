@@ -73,7 +73,7 @@ def zscore_fusion(scores: Sequence[np.ndarray], weights: Sequence[float]) -> np.
     ``sum_k w_k (s_k - mean(s_k)) / std(s_k)`` (a constant list contributes 0).
 
     The fusion of dense and lexical evidence behind the ``hybrid`` mining signal
-    (:mod:`unifar.construction.mining`) and its CSFCube check (:class:`unifar.evaluation.retrievers.HybridRetriever`):
+    (:mod:`unifar.construction.mining`) and its CSFCube check (:class:`unifar.evaluation.hybrid.HybridRetriever`):
     z-scores put a cosine and a BM25 score, whose scales differ, on one footing per query.
 
     >>> zscore_fusion([np.array([0.9, 0.8, 0.7]), np.array([0.0, 0.0, 6.0])], [1.0, 0.5]).round(4).tolist()

@@ -224,6 +224,8 @@ def _hybrid_rows(root: Path) -> list[SummaryRow]:
     benchmark study, beside the best row of the paper's table 2: with CSFCube's own sentence labels
     (``hybrid-mean``) and with chapter 2's labeller's (``hybrid-mean-labeller``, what a user's
     corpus gets)."""
+    from .evaluation.hybrid import relative_weights  # W as every chapter writes it
+
     best = paper.UNIFAR_TABLE2.value("UniFAR-MPNet", "aggregated MAP")
     rows = []
     for model, stem in (("minilm", "hybrid_minilm"), ("minilm", "hybrid_minilm_labeller"),
@@ -244,7 +246,7 @@ def _hybrid_rows(root: Path) -> list[SummaryRow]:
                 "beyond the paper: facet-aware hybrid (CSFCube)", system, "aggregated MAP",
                 best, h["map"], f"benchmarks/studies/hybrid_eval.py, results/ch05/{stem}.json (chapter 5)",
                 "beyond the paper",
-                f"no training; facet BM25 over {labels}; weight W = {h['weights'][-1]:g} chosen on fold1_dev; "
+                f"no training; facet BM25 over {labels}; weight W = {relative_weights(h['weights'])[-1]:.3g} chosen on fold1_dev; "
                 f"{m['map']:.2f} for mean pooling alone; on fold1_test (never tuned on) {h['fold1_test map']:.2f} "
                 f"vs {m['fold1_test map']:.2f}; the reported number is UniFAR-MPNet's, the best row of table 2"))
     return rows

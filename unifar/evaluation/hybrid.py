@@ -8,9 +8,14 @@ A :class:`FusedRetriever` combines the scores of several retrievers over the sam
   candidates (a CSFCube pool, or a question's whole collection on a q-doc benchmark);
 * **rank fusion** (:func:`rank_fusion`, weighted reciprocal rank fusion).
 
-The weights lie on the simplex (``sum_k w_k = 1``, :func:`weight_grid`): with two parts
-``(1 - W, W)``, so ``W = 0`` ranks by the dense part alone and ``W = 1`` by the lexical part
-alone; chapter 3's teacher ``z(dense) + 0.25 z(facet BM25)`` is ``W = 0.2``. They are chosen by
+The weights are written as everywhere else in unifar (``--hybrid W``, :meth:`Index.search
+<unifar.search.corpus_index.Index.search>`, :class:`HybridRetriever`,
+chapter 3's mining teacher): **relative to the first (dense) part, which keeps weight 1**. Two
+parts are ``z(dense) + W z(lexical)``: ``W = 0`` ranks by the dense part alone, and chapter 3's
+teacher is ``W = 0.25``; n parts are ``(1, w_2, ..., w_n)``. The grid (:func:`weight_grid`)
+is the simplex of mixing shares in multiples of a step, each point divided by its dense share
+(:func:`relative_weights`), so ``W`` runs from 0 to ``1/step - 1``; the lexical part alone is
+its own system (``bm25``, ``facet-bm25``). They are chosen by
 :func:`choose_weights` on a dev split, never on what is reported:
 
 * CSFCube: aggregated MAP over the fold1_dev query facets only (:func:`csfcube_dev_map`); the
@@ -19,7 +24,8 @@ alone; chapter 3's teacher ``z(dense) + 0.25 z(facet BM25)`` is ``W = 0.2``. The
 * q-doc: the benchmark's headline metric (:data:`unifar.evaluation.report.HEADLINE_METRICS`) on
   its dev half (:func:`~unifar.evaluation.qdoc.qdoc_dev_half`): SciRepEval search's train
   half, PubMedQA's 500 training questions against the same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none:
-  the weights are then :data:`DEFAULT_WEIGHTS` (equal), recorded as ``"default (no dev half)"``.
+  the weights are then :data:`DEFAULT_WEIGHTS` (every part weight 1), recorded as
+  ``"equal (no dev half)"``.
 
 The chosen weights and the whole dev curve of every benchmark are in :meth:`FusedRetriever.describe`
 (the result's ``meta.systems``). The systems built from these parts (``hybrid-mean``,
@@ -46,12 +52,14 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "FUSIONS",
     "FusedRetriever",
+    "HybridRetriever",
     "choose_on_csfcube_dev",
     "choose_weights",
     "csfcube_dev_map",
     "fuse",
     "hybrid_system",
     "rank_fusion",
+    "relative_weights",
     "weight_grid",
 ]
 
@@ -61,21 +69,40 @@ DEFAULT_WEIGHTS = "equal"
 RRF_K = 60  # Cormack et al. (2009)'s constant
 
 
+def relative_weights(weights: Sequence[float]) -> tuple[float, ...]:
+    """Fusion weights written relative to the first (dense) part, which gets weight 1 (the
+    convention of the module docstring); z-score and rank fusion rank the same under any positive
+    multiple of a weight vector. Also reads the results of earlier versions, which wrote shares
+    summing to 1: ``(0.75, 0.25)`` is ``W = 1/3``.
+
+    >>> relative_weights((0.75, 0.25)), relative_weights((1.0, 0.25)), relative_weights((0.5, 0.1, 0.4))
+    ((1.0, 0.3333333333), (1.0, 0.25), (1.0, 0.2, 0.8))
+    """
+    w = [float(x) for x in weights]
+    if not w or not all(np.isfinite(x) and x >= 0 for x in w) or w[0] <= 0:
+        raise ValueError(
+            f"fusion weights need a positive first (dense) part and finite weights >= 0, got {w}"
+        )
+    return tuple(round(x / w[0], 10) for x in w)
+
+
 def weight_grid(n_parts: int, step: float = 0.05) -> list[tuple[float, ...]]:
-    """Every weight vector on the simplex with coordinates in multiples of ``step``, ordered so
-    that the first part's share falls (then the second's, ...): ties in :func:`choose_weights`
-    go to the vector that leans most on the first (dense) part.
+    """The tuning grid: every mix of ``n_parts`` shares in multiples of ``step`` whose first
+    (dense) share is positive, written relative to it (:func:`relative_weights`). Ordered so that
+    the first part's share falls (then the second's, ...): ties in :func:`choose_weights` go to
+    the vector that leans most on the dense part.
 
     >>> weight_grid(2, 0.25)
-    [(1.0, 0.0), (0.75, 0.25), (0.5, 0.5), (0.25, 0.75), (0.0, 1.0)]
+    [(1.0, 0.0), (1.0, 0.3333333333), (1.0, 1.0), (1.0, 3.0)]
     >>> len(weight_grid(3, 0.05)), weight_grid(3, 0.5)[:3]
-    (231, [(1.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5)])
+    (210, [(1.0, 0.0, 0.0), (1.0, 1.0, 0.0), (1.0, 0.0, 1.0)])
     """
     n = round(1 / step)
     if n_parts < 1 or not np.isclose(n * step, 1.0):
         raise ValueError(f"need at least one part and a step dividing 1, got {n_parts}, {step}")
-    points = [c for c in itertools.product(range(n, -1, -1), repeat=n_parts) if sum(c) == n]
-    return [tuple(round(k / n, 10) for k in c) for c in points]
+    points = [c for c in itertools.product(range(n, 0, -1), *[range(n, -1, -1)] * (n_parts - 1))
+              if sum(c) == n]
+    return [relative_weights(c) for c in points]
 
 
 def rank_fusion(
@@ -129,9 +156,9 @@ def choose_weights(
     curve ``[{"weights": [...], "dev": value}, ...]``. It sees only what ``dev_score`` reads,
     so the reported split can take no part in the choice.
 
-    >>> best, curve = choose_weights(lambda w: -abs(w[1] - 0.3), weight_grid(2, 0.1))
+    >>> best, curve = choose_weights(lambda w: -abs(w[1] - 0.5), weight_grid(2, 0.1))
     >>> best, len(curve), curve[0]
-    ((0.7, 0.3), 11, {'weights': [1.0, 0.0], 'dev': -0.3})
+    ((1.0, 0.4285714286), 10, {'weights': [1.0, 0.0], 'dev': -0.5})
     """
     if not grid:
         raise ValueError("the weight grid is empty")
@@ -195,8 +222,9 @@ class FusedRetriever(Retriever):
 
     ``csfcube_parts``: the parts on CSFCube (e.g. mean pooling and facet-BM25); ``qdoc_parts``:
     the parts on q-doc benchmarks (e.g. mean pooling and BM25 over the whole text), or None for a
-    doc-doc-only system. ``weights``: fixed weights (no tuning), or None to choose them on each
-    benchmark's dev split from :func:`weight_grid` (``step``). The runner calls :meth:`prepare`
+    doc-doc-only system. ``weights``: fixed weights (no tuning; relative to the first part, as
+    everywhere), or None to choose them on each benchmark's dev split from :func:`weight_grid`
+    (``step``). The runner calls :meth:`prepare`
     before each benchmark; used alone, CSFCube is tuned on fold1_dev when first scored, and a
     q-doc benchmark needs :meth:`prepare` (or fixed weights).
     """
@@ -234,20 +262,14 @@ class FusedRetriever(Retriever):
 
     @property
     def index_key(self) -> str:
-        return f"fused:{self.fusion}:" + "+".join(
-            p.index_key for p in self.qdoc_parts or self.csfcube_parts
-        )
+        parts = self.qdoc_parts or self.csfcube_parts
+        return f"fused:{self.fusion}:" + "+".join(p.index_key for p in parts)
 
-    def _grid(self) -> list[tuple[float, ...]]:
-        return (
-            [self.weights]
-            if self.weights is not None
-            else weight_grid(len(self.csfcube_parts), self.step)
-        )
+    def _grid(self) -> list[tuple[float, ...]]:  # only tuned weights have a grid
+        return weight_grid(len(self.csfcube_parts), self.step)
 
     def _fixed(self, reason: str) -> dict[str, Any]:
-        n = len(self.csfcube_parts)
-        w = self.weights or tuple(round(1 / n, 10) for _ in range(n))
+        w = self.weights or tuple(1.0 for _ in self.csfcube_parts)
         return {"weights": list(w), "chosen_on": reason, "dev_curve": []}
 
     # -- the runner's hook ------------------------------------------------------------------------
@@ -321,9 +343,10 @@ class FusedRetriever(Retriever):
         def with_weights(w: Sequence[float]) -> ScoreFn:
             return lambda facet, qpid, cands: fuse(memo(facet, qpid, cands), w, self.fusion)
 
-        if "csfcube" not in self.choices:
-            self.choices["csfcube"] = choose_on_csfcube_dev(
-                with_weights, data, self._grid(), self._exclude_query, self.weights is None
+        if "csfcube" not in self.choices:  # fixed weights: nothing to tune, fold1_dev unread
+            self.choices["csfcube"] = (
+                self._fixed("fixed") if self.weights is not None
+                else choose_on_csfcube_dev(with_weights, data, self._grid(), self._exclude_query)
             )
         return with_weights(tuple(self.choices["csfcube"]["weights"]))
 
@@ -336,6 +359,24 @@ class FusedRetriever(Retriever):
             "grid_step": None if self.weights is not None else self.step,
             "weights_by_benchmark": self.choices,
         }
+
+
+class HybridRetriever(FusedRetriever):
+    """``z(dense) + weight * z(lexical)`` over each CSFCube pool, the weight fixed
+    (:func:`unifar.scoring.zscore_fusion`): a :class:`FusedRetriever` of two parts, doc-doc only.
+
+    With mean pooling as ``dense`` and
+    :class:`~unifar.evaluation.retrievers.FacetBM25Retriever` as ``lexical`` this is the teacher
+    of the ``hybrid`` mining signal (:mod:`unifar.construction.mining`), checked on fold1_dev in
+    chapter 3; there the pool is the query's dense neighbourhood instead of CSFCube's annotated
+    pool.
+    """
+
+    def __init__(self, dense: Retriever, lexical: Retriever, weight: float,
+                 name: str | None = None) -> None:
+        label = f"hybrid ({dense.label} + {weight:g} x {lexical.label})"
+        super().__init__(name or f"hybrid-{weight:g}", label, [dense, lexical], weights=(1.0, weight))
+        self.dense, self.lexical, self.weight = dense, lexical, weight
 
 
 def hybrid_system(

@@ -1,5 +1,5 @@
 """The systems compared on every benchmark, behind one interface (:class:`Retriever`), and the
-lexical ones: BM25, facet-BM25 and the hybrid (z-score) fusion.
+lexical ones: BM25 and facet-BM25 (their fusion with a dense part: :mod:`unifar.evaluation.hybrid`).
 
 A retriever turns a document collection into an index once (:meth:`Retriever.index`) and
 scores a list of questions against the whole index at once (:meth:`Retriever.score`, a
@@ -19,8 +19,8 @@ facet-restricted query, facet-BM25, the hybrid) have :attr:`Retriever.qdoc` Fals
 * :class:`FacetBM25Retriever` (CSFCube only): BM25 between the queried facet's sentences of the
   query and of each candidate (IDF over the collection's facet texts); the weak, facet-specific
   signal the offline FTUs are mined with (:mod:`unifar.construction.mining`).
-* :class:`HybridRetriever` (CSFCube only): ``z(dense) + weight * z(lexical)`` over each pool
-  (:func:`unifar.scoring.zscore_fusion`), the teacher of the ``hybrid`` mining signal.
+* The hybrid, ``z(dense) + W z(lexical)`` over each pool, the teacher of the ``hybrid`` mining
+  signal: :class:`unifar.evaluation.hybrid.HybridRetriever`.
 * Mean pooling, the facet-restricted query and UniFAR: :mod:`unifar.evaluation.dense`.
 """
 
@@ -41,7 +41,6 @@ __all__ = [
     "BM25Scorer",
     "BM25Retriever",
     "FacetBM25Retriever",
-    "HybridRetriever",
 ]
 
 #: score_fn(facet, qpid, cand_pids) -> scores, one per candidate, higher = more relevant
@@ -220,44 +219,3 @@ class FacetBM25Retriever(Retriever):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "k1": 1.5, "b": 0.75, "stemming": self.stem}
-
-
-class HybridRetriever(Retriever):
-    """``z(dense) + weight * z(lexical)`` over each CSFCube pool (:func:`unifar.scoring.zscore_fusion`).
-
-    With mean pooling as ``dense`` and :class:`FacetBM25Retriever` as ``lexical`` this is the
-    teacher of the ``hybrid`` mining signal (:mod:`unifar.construction.mining`), checked on
-    fold1_dev in chapter 3; there the pool is the query's dense neighbourhood instead of
-    CSFCube's annotated pool.
-    """
-
-    qdoc = False
-
-    def __init__(self, dense: Retriever, lexical: Retriever, weight: float, name: str | None = None) -> None:
-        self.dense, self.lexical, self.weight = dense, lexical, weight
-        self.name = name or f"hybrid-{weight:g}"
-        self.label = f"hybrid ({dense.label} + {weight:g} x {lexical.label})"
-
-    @property
-    def index_key(self) -> str:
-        return f"hybrid:{self.dense.index_key}+{self.weight!r}*{self.lexical.index_key}"
-
-    def index(self, documents: Sequence[Mapping[str, Any]]) -> Any:
-        raise _doc_doc_only("hybrid fusion")
-
-    def score(self, questions: Sequence[str], index: Any) -> np.ndarray:
-        raise _doc_doc_only("hybrid fusion")
-
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
-        from ..scoring import zscore_fusion
-
-        dense_fn, lexical_fn = self.dense.csfcube_score_fn(data, cache), self.lexical.csfcube_score_fn(data, cache)
-
-        def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
-            return zscore_fusion([dense_fn(facet, qpid, cands), lexical_fn(facet, qpid, cands)], [1.0, self.weight])
-
-        return score
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "dense": self.dense.describe(), "lexical": self.lexical.describe(),
-                "weight": self.weight}

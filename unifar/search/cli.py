@@ -128,9 +128,8 @@ def add_search_parsers(sub: Any) -> None:
         "--hybrid",
         type=float,
         metavar="W",
-        help="rerank the --depth best by "
-        "z(dense) + W z(BM25) (0.25 is the weight chosen on CSFCube fold1_dev for "
-        "the mining teacher; chapter 5's (1-V, V) weights are W = V/(1-V))",
+        help="rerank the --depth best by z(dense) + W z(BM25), the weight as in every "
+        "chapter (0.25: the mining teacher's, chosen on CSFCube fold1_dev)",
     )
     se.add_argument(
         "--depth",

@@ -11,9 +11,8 @@ plus BM25 over the title + abstract and over each facet's sentences; :meth:`Inde
 * with ``hybrid=W``: the ``depth`` best by the dense score reranked by
   ``z(dense) + W z(BM25)`` (:func:`unifar.scoring.zscore_fusion`; the BM25 of the facet's
   sentences, or of the whole text for ``all``), the mining teacher of chapter 3, whose weight
-  0.25 was chosen on CSFCube fold1_dev. The evaluation runner's hybrids
-  (:mod:`unifar.evaluation.hybrid`) weight the same two z-scores ``(1 - V, V)``, which ranks
-  as ``W = V / (1 - V)``.
+  0.25 was chosen on CSFCube fold1_dev. Every hybrid of unifar writes its weight this way (the
+  evaluation runner's, :mod:`unifar.evaluation.hybrid`, included).
 
 On disk an index is an encoding folder (:mod:`unifar.search.encode`) plus ``index/``
 (``index.json``, FAISS files, BM25 folders), each written atomically under the folder's lock;
