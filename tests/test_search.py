@@ -177,6 +177,36 @@ def test_a_labeller_labels_papers_given_without_labels(model, tokenizer, tmp_pat
         plain.search("graphs", facet="method", hybrid=0.25)
 
 
+def test_an_in_context_labeller_labels_from_the_encoding_pass(model, make_model, tmp_path,
+                                                              monkeypatch):
+    """The in-context labeller reads the sentence states of the pass that encodes the papers (no
+    second pass), in Index.add and in encode_corpus alike, and runs its own pass only for a model
+    whose base differs."""
+    from unifar.construction.context_labeller import InContextLabeller
+    from unifar.search.encode import label_documents, load_labeller
+
+    lab = InContextLabeller(model, C=100.0).fit(papers())
+    rows = [{k: v for k, v in p.items() if k != "labels"} for p in papers(8)]
+    own = lab.label_documents([dict(r, labels=None) for r in rows])
+    monkeypatch.setattr(lab, "encode", lambda docs: pytest.fail("a second pass"))
+    idx = Index(model, labeller=lab).add(rows)
+    assert [d["labels"] for d in idx.documents] == own and idx.label_source == "labeller"
+    encode_corpus(read_corpus(write_corpus(tmp_path, "jsonl", rows)), model, tmp_path / "enc",
+                  labeller=lab, chunk_size=3, progress=False)
+    assert [d["labels"] for d in read_encoding(tmp_path / "enc").documents] == own
+    monkeypatch.setattr(InContextLabeller, "for_base",  # the tiny base has no name to load by
+                        classmethod(lambda cls, name, n, device=None, **kw: cls(model, **kw)))
+    assert isinstance(load_labeller(lab.save(tmp_path / "lab")), InContextLabeller)  # its format
+    other = make_model(max_tokens=64)  # another token budget: its states are not the labeller's
+    monkeypatch.undo()
+    calls = []
+    monkeypatch.setattr(lab, "encode", lambda docs: calls.append(len(docs)) or
+                        InContextLabeller.encode(lab, docs))
+    enc = other.encode_documents(rows, sentence_states=True)
+    labels = label_documents([dict(r, labels=None) for r in rows], lab, enc, other)
+    assert calls == [8] and labels == own
+
+
 # ----- search and explain -----------------------------------------------------------------------
 def test_search_shapes_and_like_excludes_the_paper(built):
     hits = built.search("facet anchors on speech", k=5)

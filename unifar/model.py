@@ -8,7 +8,8 @@ Reading order, with the paper's symbols:
 * :meth:`UniFAR.aggregate` -- section 3.2, ``E_facet = MHA_sent(Q, S, S)`` if ``|S| >= N_facet``
   else ``MHA_tok(Q, T, T)``, chosen per input inside one batch (``MHA_tok`` by
   :func:`unifar.attention.folded_attention`, the same function in a sixteenth of the arithmetic);
-* :meth:`UniFAR.encode_documents` / :meth:`UniFAR.encode_questions` -- the public encoders.
+* :meth:`UniFAR.encode_documents` / :meth:`UniFAR.encode_questions` -- the public encoders (the
+  batched loop: :func:`unifar.encoding.encode_batched`).
 
 Scoring with the facet similarity matrix (section 3.3) lives in :mod:`unifar.scoring`, the losses
 (section 4.2) in :mod:`unifar.losses`, the cache of a frozen base's token states in
@@ -18,8 +19,7 @@ Scoring with the facet similarity matrix (section 3.3) lives in :mod:`unifar.sco
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -33,7 +33,8 @@ from .checkpoints import BASE_DIR, CONFIG_NAME, MANIFEST_NAME, WEIGHTS_NAME, che
 from .config import UniFARConfig
 from .files import file_digests, write_json
 from .optim import parameter_group
-from .pooling import length_order, mean_pool, sentence_states
+from .encoding import FacetEncoding, encode_batched
+from .pooling import mean_pool, sentence_states
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
 
@@ -53,21 +54,6 @@ class UniFAROutput:
     sentence_mask: torch.Tensor  # [B, n] bool
     token_mask: torch.Tensor  # [B, L] bool
     kl_attention: torch.Tensor | None = None  # [B, F, n]: sentence attention on detached base states
-
-
-@dataclass
-class FacetEncoding:
-    """Facet embeddings of a list of inputs, in input order, plus what is needed to explain them."""
-
-    embeddings: torch.Tensor  # [N, F, h] float32, L2-normalised
-    attention: list[torch.Tensor]  # per input [F, n_units], head-averaged
-    branch: list[str]  # "sentence" or "token" per input
-    units: list[list[str]]  # per input: sentence texts (title first) or tokens, one per column of attention
-    facets: tuple[str, ...]
-    truncated: list[bool] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return self.embeddings.shape[0]
 
 
 class UniFAR(nn.Module):
@@ -300,9 +286,11 @@ class UniFAR(nn.Module):
     def encode_documents(
         self, docs: Sequence[Mapping[str, Any]], batch_size: int = 32, show_progress: bool | None = None,
         bf16: bool | None = None, state_cache: TokenStateCache | None = None,
+        sentence_states: bool = False,
     ) -> FacetEncoding:
         """Facet embeddings [N, F, h] of documents; see :meth:`encode`."""
-        return self.encode(self.tokenize_documents(docs), batch_size, show_progress, bf16, state_cache)
+        return self.encode(self.tokenize_documents(docs), batch_size, show_progress, bf16, state_cache,
+                           sentence_states)
 
     def encode_questions(
         self, questions: Sequence[str], batch_size: int = 64, show_progress: bool | None = None,
@@ -311,60 +299,14 @@ class UniFAR(nn.Module):
         """Facet embeddings [N, F, h] of questions; see :meth:`encode`."""
         return self.encode(self.tokenize_questions(questions), batch_size, show_progress, bf16, state_cache)
 
-    @torch.inference_mode()
     def encode(
         self, items: Sequence[EncodedInput], batch_size: int = 32, show_progress: bool | None = None,
         bf16: bool | None = None, state_cache: TokenStateCache | None = None,
+        sentence_states: bool = False,
     ) -> FacetEncoding:
-        """Encode tokenised inputs in batches sorted by length (less padding), in input order.
-
-        Shows a progress bar when there are more than four batches (or ``show_progress=True``).
-        ``bf16`` runs under bfloat16 autocast; by default on CUDA only. Embeddings come back on
-        the CPU in float32. ``state_cache`` (shared by models whose base encoders are identical,
-        e.g. untrained UniFAR and UniFAR trained with a frozen base) keys inputs by their token
-        ids so that the base encoder runs once per input for all of them.
-        """
-        from tqdm import tqdm
-
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        was_training = self.training
-        self.eval()
-        n = len(items)
-        order = length_order([len(it.input_ids) for it in items]).tolist()
-        starts = list(range(0, n, batch_size))
-        show = show_progress if show_progress is not None else len(starts) > 4
-        dev = self.device
-        use_bf16 = (dev.type == "cuda") if bf16 is None else bf16
-        autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-        embeddings = torch.zeros(n, self.config.n_facets, self.hidden_size)
-        attention: list[torch.Tensor | None] = [None] * n
-        branch: list[str] = [""] * n
-        units: list[list[str]] = [[] for _ in range(n)]
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for s in tqdm(starts, desc="encoding", unit="batch", disable=not show):
-            idx = order[s : s + batch_size]
-            batch = collate([items[i] for i in idx], pad).to(dev)
-            with autocast:
-                if state_cache is None:
-                    out = self(batch)
-                else:
-                    tokens = state_cache.token_states(self, batch)
-                    out = self.aggregate(self.upper_states(tokens, batch.attention_mask, state_cache.top_layers), batch)
-            embeddings[idx] = out.embeddings.float().cpu()
-            att = out.attention.float().cpu()
-            for j, i in enumerate(idx):
-                if bool(out.uses_sentences[j]):
-                    k = items[i].n_sentences
-                    branch[i], units[i] = "sentence", list(items[i].units)
-                else:
-                    k = len(items[i].input_ids)
-                    branch[i], units[i] = "token", self.tokenizer.convert_ids_to_tokens(items[i].input_ids)
-                attention[i] = att[j, :, :k].clone()
-        self.train(was_training)
-        return FacetEncoding(embeddings=embeddings, attention=attention,  # type: ignore[arg-type]
-                             branch=branch, units=units, facets=self.config.facets,
-                             truncated=[x.truncated for x in items])
+        """Encode tokenised inputs in length-sorted batches, in input order
+        (:func:`unifar.encoding.encode_batched`, which documents the options)."""
+        return encode_batched(self, items, batch_size, show_progress, bf16, state_cache, sentence_states)
 
     # ------------------------------------------------------------------ parameter groups
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:

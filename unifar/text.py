@@ -16,7 +16,7 @@ import re
 import unicodedata
 import weakref
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch loads only when a batch is built: the dataset loaders use this module torch-free
@@ -150,6 +150,9 @@ class EncodedInput:
     units: list[str]  # the text of each kept sentence (the title first, for documents)
     has_title: bool
     truncated: bool
+    # per unit: its index among the input's title + sentences as given to encode_inputs (a
+    # sentence that tokenises to nothing is dropped, so units and given sentences can differ)
+    unit_index: list[int] = field(default_factory=list)
 
     @property
     def n_sentences(self) -> int:
@@ -270,6 +273,7 @@ def encode_inputs(
                 units=units[: len(kept)],
                 has_title=bool(title) and len(kept) > 0,
                 truncated=truncated,
+                unit_index=keep[: len(kept)],
             )
         )
     return out

@@ -27,44 +27,16 @@ import time
 from pathlib import Path
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data", help="folder holding csabstruct/, csfcube/, pubmedqa_pqal/")
-    ap.add_argument("--model", default="minilm")
-    ap.add_argument("--max-tokens", type=int, default=64, help="chapter 2's sentence length")
-    ap.add_argument("--C", type=float, nargs="+", default=[1.0, 10.0, 100.0], help="chapter 2's grid")
-    ap.add_argument("--out", default="unifar/search/default_labeller")
-    ap.add_argument("--results", default="results/search/default_labeller.json")
-    args = ap.parse_args(argv)
-
+def sentence_head(args: argparse.Namespace, docs: dict, meta: dict) -> tuple:
+    """A linear head over each sentence embedded alone by the frozen encoder (mean pooling)."""
     from unifar.construction.labeller import FacetLabeller
-    from unifar.construction.labeller_data import csabstruct_training_documents, labelled_sentences
+    from unifar.construction.labeller_data import labelled_sentences
     from unifar.construction.labeller_scores import choose_regularisation, facet_scores
-    from unifar.construction.leakage import forbidden_from_repo_data
-    from unifar.datasets.labelled_abstracts import load_csabstruct, load_csfcube_documents
-    from unifar.datasets.pubmedqa import load_pubmedqa
-    from unifar.files import write_json
     from unifar.rhetoric.encoder import SentenceEncoder
-    from unifar.runtime import git_commit, machine_facts
 
-    t0 = time.perf_counter()
-    root = Path(args.data)
-    forbidden = forbidden_from_repo_data(root, include=("csfcube",))
-    train_docs, leak = csabstruct_training_documents(("train",), path=root / "csabstruct", forbidden=forbidden)
-    sets = {
-        "train": labelled_sentences(train_docs),
-        "dev": labelled_sentences(list(load_csabstruct(root / "csabstruct", split="dev"))),
-        "test": labelled_sentences(list(load_csabstruct(root / "csabstruct", split="test"))),
-        "pubmedqa": labelled_sentences(list(load_pubmedqa(root / "pubmedqa_pqal").documents)),
-        "csfcube": labelled_sentences(list(load_csfcube_documents(root / "csfcube"))),
-    }
+    sets = {name: labelled_sentences(d) for name, d in docs.items()}
     encoder = SentenceEncoder.from_name(args.model, max_length=args.max_tokens)
     X = {name: encoder.encode(sents, batch_size=64, progress=True) for name, (sents, _) in sets.items()}
-
-    meta = {"training": f"CSAbstruct train, all {len(sets['train'][0])} facet-labelled sentences "
-                        f"({len(leak.hits)} abstracts that are CSFCube papers left out)",
-            "excluded_csfcube_overlap": sorted(h.training_id for h in leak.hits),
-            "script": "benchmarks/studies/default_labeller.py"}
     fits, dev_f1 = {}, {}
     for C in args.C:
         fits[C] = FacetLabeller(encoder, head="linear", C=C).fit_embeddings(X["train"], sets["train"][1], **meta)
@@ -73,20 +45,85 @@ def main(argv: list[str] | None = None) -> dict:
     labeller = fits[C]
     scores = {name: facet_scores(sets[name][1], labeller.predict_embeddings(X[name]))
               for name in ("dev", "test", "pubmedqa", "csfcube")}
+    _record(labeller, dev_f1, scores)
+    return labeller, C, dev_f1, scores, labeller.save(args.out, save_encoder=False)
+
+
+def in_context_head(args: argparse.Namespace, docs: dict, meta: dict) -> tuple:
+    """A linear head over the in-context sentence states of UniFAR's base pass (the base is the
+    frozen encoder), each set encoded once (:class:`unifar.construction.context_labeller.InContextLabeller`)."""
+    from unifar.construction.context_labeller import InContextLabeller
+    from unifar.construction.labeller_scores import choose_regularisation
+
+    base = InContextLabeller.for_base(args.model, args.max_tokens, progress=True)
+    enc = {name: base.encode(d) for name, d in docs.items()}
+    fits, dev_f1 = {}, {}
+    for C in args.C:
+        fits[C] = InContextLabeller(base.model, C=C).fit(docs["train"], enc["train"], **meta)
+        dev_f1[C] = fits[C].evaluate(docs["dev"], enc["dev"])["macro_f1"]
+    C = choose_regularisation(dev_f1)
+    labeller = fits[C]
+    scores = {name: labeller.evaluate(docs[name], enc[name]) for name in ("dev", "test", "pubmedqa", "csfcube")}
+    _record(labeller, dev_f1, scores)
+    return labeller, C, dev_f1, scores, labeller.save(args.out)
+
+
+def _record(labeller, dev_f1: dict, scores: dict) -> None:
     labeller.metadata = {**labeller.metadata, "chosen_by": "CSAbstruct dev macro-F1",
                          "dev_macro_f1_by_C": {str(c): f for c, f in dev_f1.items()},
                          **{f"{n}_macro_f1": s["macro_f1"] for n, s in scores.items()}}
-    saved = labeller.save(args.out, save_encoder=False)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="data", help="folder holding csabstruct/, csfcube/, pubmedqa_pqal/")
+    ap.add_argument("--model", default="minilm")
+    ap.add_argument("--kind", choices=("sentence", "in-context"), default="in-context",
+                    help="a head over each sentence encoded alone, or over the in-context sentence "
+                         "states of UniFAR's own pass (the default)")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="sentence: chapter 2's sentence length (64); in-context: UniFAR's budget (512)")
+    ap.add_argument("--C", type=float, nargs="+", default=[1.0, 10.0, 100.0], help="chapter 2's grid")
+    ap.add_argument("--out", default="unifar/search/default_labeller")
+    ap.add_argument("--results", default="results/search/default_labeller.json")
+    args = ap.parse_args(argv)
+    args.max_tokens = args.max_tokens or (64 if args.kind == "sentence" else 512)
+
+    from unifar.construction.labeller_data import csabstruct_training_documents, labelled_sentences
+    from unifar.construction.leakage import forbidden_from_repo_data
+    from unifar.datasets.labelled_abstracts import load_csabstruct, load_csfcube_documents
+    from unifar.datasets.pubmedqa import load_pubmedqa
+    from unifar.files import write_json
+    from unifar.runtime import git_commit, machine_facts
+
+    t0 = time.perf_counter()
+    root = Path(args.data)
+    forbidden = forbidden_from_repo_data(root, include=("csfcube",))
+    train_docs, leak = csabstruct_training_documents(("train",), path=root / "csabstruct", forbidden=forbidden)
+    docs = {
+        "train": train_docs,
+        "dev": list(load_csabstruct(root / "csabstruct", split="dev")),
+        "test": list(load_csabstruct(root / "csabstruct", split="test")),
+        "pubmedqa": list(load_pubmedqa(root / "pubmedqa_pqal").documents),
+        "csfcube": list(load_csfcube_documents(root / "csfcube")),
+    }
+    sizes = {name: len(labelled_sentences(d)[0]) for name, d in docs.items()}
+    meta = {"training": f"CSAbstruct train, all {sizes['train']} facet-labelled sentences "
+                        f"({len(leak.hits)} abstracts that are CSFCube papers left out)",
+            "excluded_csfcube_overlap": sorted(h.training_id for h in leak.hits),
+            "script": "benchmarks/studies/default_labeller.py"}
+    fit = sentence_head if args.kind == "sentence" else in_context_head
+    labeller, C, dev_f1, scores, saved = fit(args, docs, meta)
 
     chapter2 = json.loads(Path("results/ch02/full/rhetoric.json").read_text(encoding="utf-8"))
     ch2 = chapter2["results"]["labeller"]
     out = {
         "what": "macro-F1 of the shipped default labeller (measured here; csfcube: agreement with the labels CSFCube ships, which a model predicted) beside chapter 2's full-profile "
                 "labellers (measured here, results/ch02/full/rhetoric.json)",
-        "labeller": {"folder": str(saved), "model": args.model, "head": "linear", "C": C,
+        "labeller": {"folder": str(saved), "model": args.model, "kind": args.kind, "head": "linear", "C": C,
                      "max_tokens": args.max_tokens, "bytes": sum(p.stat().st_size for p in saved.iterdir()),
                      "dev_macro_f1_by_C": {str(c): f for c, f in dev_f1.items()}},
-        "sizes": {name: len(s[0]) for name, s in sets.items()},
+        "sizes": sizes,
         "scores": scores,
         "chapter2_full": {"winner": ch2["winner"],
                           "macro_f1": {name: {split: r[split]["macro_f1"] for split in scores}
@@ -94,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
         "git": git_commit(), "machine": machine_facts(), "seconds": round(time.perf_counter() - t0, 1),
     }
     write_json(args.results, out)
-    print(f"default labeller: {args.model} frozen + linear head, C={C:g} (dev macro-F1 by C: "
+    print(f"default labeller: {args.model} frozen + linear head ({args.kind}), C={C:g} (dev macro-F1 by C: "
           + ", ".join(f"{c:g}: {f:.3f}" for c, f in dev_f1.items()) + f"), {out['labeller']['bytes']} bytes")
     print(f"{'labeller':<48} " + " ".join(f"{s:>9}" for s in scores))
     print(f"{'shipped default (this script)':<48} " + " ".join(f"{scores[s]['macro_f1']:9.3f}" for s in scores))

@@ -39,12 +39,25 @@ from ..rhetoric.encoder import SentenceEncoder
 from .labeller_data import labelled_sentences
 from .labeller_scores import facet_scores
 
-__all__ = ["FacetLabeller"]
+__all__ = ["FacetLabeller", "fit_linear_head"]
 
 CONFIG_NAME = "labeller.json"
 HEAD_NAME = "head.safetensors"
 ENCODER_DIR = "encoder"
 FORMAT_VERSION = 1
+
+
+def fit_linear_head(X: torch.Tensor, y: torch.Tensor, C: float, class_weight: str | None = None,
+                    max_iter: int = 1000, tol: float = 1e-6) -> tuple[dict[str, torch.Tensor], int]:
+    """Multinomial logistic regression (scikit-learn, L-BFGS, L2 penalty ``C``) of classes ``y``
+    [N] on features ``X`` [N, d], fitted in float64: ``{"W": [3, d], "b": [3]}`` and the number
+    of L-BFGS iterations. Predict with ``argmax(X W^T + b)``."""
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=C, class_weight=class_weight, max_iter=max_iter, tol=tol)
+    clf.fit(torch.as_tensor(X).double().numpy(), torch.as_tensor(y).numpy())
+    params = {"W": torch.from_numpy(clf.coef_.copy()), "b": torch.from_numpy(clf.intercept_.copy())}
+    return params, int(clf.n_iter_.max())
 
 
 # ----------------------------------------------------------------------------- the labeller
@@ -139,12 +152,8 @@ class FacetLabeller:
         X = torch.as_tensor(X, dtype=torch.float32)
         y = torch.tensor([FACETS.index(x) for x in labels], dtype=torch.long)
         if self.head == "linear":
-            from sklearn.linear_model import LogisticRegression
-
-            clf = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=self.max_iter, tol=self.tol)
-            clf.fit(X.double().numpy(), y.numpy())
-            self.params = {"W": torch.from_numpy(clf.coef_.copy()), "b": torch.from_numpy(clf.intercept_.copy())}
-            metadata = {**metadata, "lbfgs_iterations": int(clf.n_iter_.max())}
+            self.params, iterations = fit_linear_head(X, y, self.C, self.class_weight, self.max_iter, self.tol)
+            metadata = {**metadata, "lbfgs_iterations": iterations}
         else:
             self.params = {"embeddings": X.contiguous(), "labels": y}
         counts = torch.bincount(y, minlength=len(FACETS)).tolist()

@@ -39,7 +39,7 @@ from ..files import atomic_dir, file_digests, write_json
 from .corpus import check_documents
 from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_index_meta,
                      read_manifest, verify_index, writing)
-from .encode import label_documents, read_encoding, write_encoding
+from .encode import label_documents, read_encoding, shares_pass, write_encoding
 from .models import load_model, model_digest, model_facts
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
 from .vectors import VectorIndex
@@ -192,13 +192,15 @@ class Index:
             self.label_source = "labeller"
         if not docs:
             return self
-        for d, labels in zip(
-            docs, label_documents(docs, self.labeller if self.use_labels else None)
-        ):
-            d["labels"] = labels
+        labeller = self.labeller if self.use_labels else None
+        shared = shares_pass(labeller, self.model)  # labels from the pass that encodes
         enc = self.model.encode_documents(
-            docs, batch_size=self.batch_size, show_progress=False, bf16=self.bf16
+            docs, batch_size=self.batch_size, show_progress=False, bf16=self.bf16,
+            sentence_states=shared,
         )
+        for d, labels in zip(docs, label_documents(docs, labeller, enc if shared else None,
+                                                   self.model)):
+            d["labels"] = labels
         self.documents += docs
         self.embeddings = (
             torch.cat([self.embeddings.reshape(-1, *enc.embeddings.shape[1:]), enc.embeddings])

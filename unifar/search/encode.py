@@ -41,7 +41,7 @@ from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encodi
 from .models import load_model, model_digest, model_facts, model_spec  # noqa: F401 -- re-exported
 
 __all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model", "model_digest",
-           "model_facts", "load_labeller", "label_documents", "encode_corpus", "read_encoding",
+           "model_facts", "load_labeller", "shares_pass", "label_documents", "encode_corpus", "read_encoding",
            "write_encoding"]
 
 #: the labeller that ships with the package: a linear head over the frozen shipped MiniLM,
@@ -63,6 +63,7 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
     """The offline sentence labeller (:class:`~unifar.construction.labeller.FacetLabeller`) in
     ``path``, by default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
     is ``artifacts/ch02/<profile>/labeller``); a clear error naming the options when there is none."""
+    from ..construction.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
     from ..construction.labeller import CONFIG_NAME, FacetLabeller
 
     folder = Path(path) if path is not None else DEFAULT_LABELLER
@@ -75,13 +76,32 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
             "or pass --no-labels (dense search only, BM25 over title + abstract)"
             + ("; the shipped default labeller is missing: reinstall unifar" if path is None else "")
         )
+    cfg = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    if cfg.get("format") == CONTEXT_FORMAT:  # a head over UniFAR's own sentence states
+        return InContextLabeller.load(folder)
     return FacetLabeller.load(folder)
 
 
-def label_documents(docs: Sequence[dict[str, Any]], labeller: Any | None) -> list[list[str | None]]:
-    """Each document's labels: its own when given, else the labeller's, else none."""
-    todo = [d for d in docs if d["labels"] is None]
-    found = labeller.label_documents(todo) if (todo and labeller is not None) else []
+def shares_pass(labeller: Any | None, model: Any) -> bool:
+    """Whether ``labeller`` labels from ``model``'s own encoding pass (an
+    :class:`~unifar.construction.context_labeller.InContextLabeller` on the same base)."""
+    shares = getattr(labeller, "shares_pass_with", None)  # duck-typed: no import for a FacetLabeller
+    return shares is not None and bool(shares(model))
+
+
+def label_documents(docs: Sequence[dict[str, Any]], labeller: Any | None, encoding: Any = None,
+                    model: Any = None) -> list[list[str | None]]:
+    """Each document's labels: its own when given, else the labeller's, else none. ``encoding``
+    (``model``'s, of all of ``docs``, with sentence states) lets an in-context labeller label from
+    that pass."""
+    todo = [k for k, d in enumerate(docs) if d["labels"] is None]
+    if not todo or labeller is None:
+        found = []
+    elif encoding is not None and shares_pass(labeller, model):
+        every = labeller.label_documents(docs, encoding, model)
+        found = [every[k] for k in todo]
+    else:
+        found = labeller.label_documents([docs[k] for k in todo])
     it = iter(found)
     out = []
     for d in docs:
@@ -215,6 +235,7 @@ def _encode_chunks(docs: Sequence[dict[str, Any]], model: Any, out: Path, manife
     from tqdm import tqdm
 
     done = {c["file"]: c for c in manifest["chunks"]}
+    shared = shares_pass(labeller, model)
     starts = range(0, len(docs), chunk_size)
     bar = tqdm(total=len(docs), desc="encoding", unit="doc", disable=not progress)
     t0, encoded = time.perf_counter(), 0
@@ -225,10 +246,10 @@ def _encode_chunks(docs: Sequence[dict[str, Any]], model: Any, out: Path, manife
             bar.update(len(part))
             continue
         manifest["complete"] = False  # until every chunk is back (a repair of a complete one too)
-        emb = model.encode_documents(part, batch_size=batch_size, show_progress=False, bf16=bf16)
-        done[name] = _write_chunk(
-            out, k, _chunk_tensors(emb.embeddings, label_documents(part, labeller))
-        )
+        emb = model.encode_documents(part, batch_size=batch_size, show_progress=False, bf16=bf16,
+                                     sentence_states=shared)  # labels from this very pass
+        labels = label_documents(part, labeller, emb if shared else None, model)
+        done[name] = _write_chunk(out, k, _chunk_tensors(emb.embeddings, labels))
         manifest["chunks"] = [done[n] for n in sorted(done)]
         write_json(out / MANIFEST, manifest)
         encoded += len(part)
@@ -277,6 +298,8 @@ def _new_manifest(corpus: Any, out: Path, signature: dict[str, Any], facts: dict
 def _labeller_name(labeller: Any | None) -> str | None:
     if labeller is None:
         return None
+    if hasattr(labeller, "shares_pass_with"):
+        return f"InContextLabeller(linear, base={labeller.model.config.base_model})"
     enc = getattr(labeller, "encoder", None)
     return f"FacetLabeller({labeller.head}, encoder={getattr(enc, 'name', None)})"
 
