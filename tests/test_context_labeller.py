@@ -43,7 +43,9 @@ def test_features_align_to_the_sentences_given(make_model):
             {"title": "", "sentences": ["Only " * 50 + "long.", "Cut off."]}]
     feats = sentence_features(docs, model.encode_documents(docs, sentence_states=True))
     assert feats[0][0] == [0, 2, 3]  # the blank sentence has no state; the title is left out
-    assert torch.allclose(feats[0][1].norm(dim=-1), torch.ones(3))
+    h = model.hidden_size  # the state, the centred state (both unit length) and the position
+    assert feats[0][1].shape == (3, 2 * h + 1) and feats[0][1][:, -1].tolist() == [0.0, 0.5, 1.0]
+    assert torch.allclose(feats[0][1][:, :h].norm(dim=-1), torch.ones(3))
     assert feats[1][0] == [0]  # the second sentence is beyond the 40-token budget
     with pytest.raises(ValueError, match="sentence_states=True"):
         sentence_features(docs, model.encode_documents(docs))

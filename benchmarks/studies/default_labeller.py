@@ -1,11 +1,19 @@
 """Train the sentence labeller that ships with the package (`unifar encode`'s default).
 
 A search user should not have to execute chapter 2 of the book before `unifar encode` can label
-the sentences of their papers for facet BM25. The shipped labeller is the cheapest one chapter 2
-measures: a linear head (multinomial logistic regression, :class:`unifar.construction.labeller.FacetLabeller`)
-over the frozen shipped MiniLM's mean-pooled sentence embeddings. Saved, it is a few kilobytes
-(``labeller.json`` + ``head.safetensors``; the encoder is loaded by name), against 88 MB for
-chapter 2's fine-tuned labeller, which carries its encoder.
+the sentences of their papers for facet BM25. Two labellers that need no fine-tuning, each a
+linear head (multinomial logistic regression) over the frozen shipped MiniLM, a few kilobytes
+saved (``labeller.json`` + ``head.safetensors``; the encoder is loaded by name), against 88 MB for
+chapter 2's fine-tuned labeller, which carries its encoder:
+
+* ``--kind in-context`` (shipped): over each sentence's in-context state in UniFAR's own pass
+  at 512 tokens (:class:`unifar.construction.context_labeller.InContextLabeller`), so that
+  `unifar encode` labels from the pass that encodes the papers;
+* ``--kind sentence`` (shipped until 2026-11): over each sentence embedded alone at 64 tokens
+  (:class:`unifar.construction.labeller.FacetLabeller`, chapter 2's ``minilm base, linear``); its
+  record is ``results/search/sentence_labeller.json``.
+
+Both are trained and scored the same way:
 
 * training: every facet-labelled sentence of CSAbstruct train, without the abstracts that are
   CSFCube papers (:func:`unifar.construction.labeller_data.csabstruct_training_documents`);
@@ -13,7 +21,7 @@ chapter 2's fine-tuned labeller, which carries its encoder.
 * reported: macro-F1 on CSAbstruct dev and test, PubMedQA's and CSFCube's labelled sentences, beside
   chapter 2's labellers of its ``full`` profile (``results/ch02/full/rhetoric.json``).
 
-    python benchmarks/studies/default_labeller.py        # about 6 min on 2 CPU cores
+    python benchmarks/studies/default_labeller.py --C 0.1 0.3 1 3 10    # about 8 min on 2 CPU cores
 
 Writes the labeller to ``unifar/search/default_labeller/`` and the scores (with the git commit
 and the machine) to ``results/search/default_labeller.json``; prints a table.

@@ -7,9 +7,15 @@ separate encoder: a second pass over the corpus (about 40 % of `unifar encode` w
 labeller). UniFAR's base already computes, for every sentence of a document, the mean of its
 token states *within the whole document* (section 3.1, ``S_i = MeanPool(T_{S_i})``, the states
 the sentence branch attends over; :func:`unifar.pooling.sentence_states`). This labeller is a
-multinomial logistic regression (:func:`~unifar.construction.labeller.fit_linear_head`) on those
-states, L2-normalised: ``p(c | s_i) = softmax(W s_i / |s_i| + b)_c``. A sentence's state sees its
-neighbours and its place in the abstract, which is what a rhetorical role depends on.
+multinomial logistic regression (:func:`~unifar.construction.labeller.fit_linear_head`) on
+features of those states (:func:`document_features`): for sentence ``i`` of ``n`` kept,
+
+    x_i = [ s_i / |s_i| ;  (s_i - s_bar) / |s_i - s_bar| ;  i / (n - 1) ],   p(c | x_i) = softmax(W x_i + b)_c
+
+with ``s_bar`` the mean of the document's sentence states: the state, what sets it apart from its
+document (the states of one abstract share much of its topic), and its place in the abstract. A
+rhetorical role depends on all three; the centred state and the position were chosen over the
+state alone on CSAbstruct dev (``benchmarks/studies/labeller_features.py``).
 
 * **The shared pass.** :meth:`InContextLabeller.label_documents` takes the
   :class:`~unifar.encoding.FacetEncoding` of a model whose base weights and token budget are the
@@ -39,9 +45,10 @@ from ..files import hash_tensors
 from .labeller import fit_linear_head
 from .labeller_scores import facet_scores
 
-__all__ = ["InContextLabeller", "base_digest", "sentence_features", "FORMAT"]
+__all__ = ["InContextLabeller", "base_digest", "document_features", "sentence_features", "FORMAT"]
 
 FORMAT = "in-context"
+FEATURES = "state, centred state, position"  # document_features; recorded with a saved head
 CONFIG_NAME = "labeller.json"
 HEAD_NAME = "head.safetensors"
 
@@ -61,11 +68,25 @@ def _sentences(doc: Mapping[str, Any], k: int) -> list[str]:
     return list(sents)
 
 
+def document_features(S: torch.Tensor) -> torch.Tensor:
+    """The head's features of one document's ``k`` sentence states ``[k, h]`` -> ``[k, 2h + 1]``
+    (module docstring): each state and its deviation from their mean, L2-normalised, and the
+    relative position (0 for the first sentence, 1 for the last; 0 for a lone sentence, whose
+    deviation is the zero vector).
+
+    >>> document_features(torch.tensor([[3.0, 4.0], [-3.0, 4.0]])).double().round(decimals=4).tolist()
+    [[0.6, 0.8, 1.0, 0.0, 0.0], [-0.6, 0.8, -1.0, 0.0, 1.0]]
+    """
+    S = S.float()
+    pos = torch.arange(len(S), dtype=torch.float32).unsqueeze(1) / max(len(S) - 1, 1)
+    return torch.cat([F.normalize(S, dim=-1), F.normalize(S - S.mean(0, keepdim=True), dim=-1), pos], dim=1)
+
+
 def sentence_features(docs: Sequence[Mapping[str, Any]], encoding: Any) -> list[tuple[list[int], torch.Tensor]]:
     """Per document: the indices of its ``sentences`` that have an in-context state in
-    ``encoding`` (from ``encode_documents(docs, sentence_states=True)``), and those states
-    L2-normalised ``[k, h]`` (float32). The title's state is left out; a blank sentence, one that
-    tokenises to nothing, or one cut by the token budget has none."""
+    ``encoding`` (from ``encode_documents(docs, sentence_states=True)``), and their features
+    (:func:`document_features`, float32). The title's state is left out; a blank sentence, one
+    that tokenises to nothing, or one cut by the token budget has none."""
     if len(encoding.sentence_states) != len(docs):
         raise ValueError("the encoding holds no sentence states for these documents: encode them "
                          "with encode_documents(docs, sentence_states=True)")
@@ -78,7 +99,7 @@ def sentence_features(docs: Sequence[Mapping[str, Any]], encoding: Any) -> list[
         rows = [u for u, i in enumerate(units) if i >= offset] if sents else []
         index = [given[units[u] - offset] for u in rows]
         states = encoding.sentence_states[k][rows] if rows else torch.empty(0, 0)
-        out.append((index, F.normalize(states.float(), dim=-1) if rows else states))
+        out.append((index, document_features(states) if rows else states))
     return out
 
 
@@ -151,7 +172,8 @@ class InContextLabeller:
         return self
 
     def predict_states(self, X: torch.Tensor) -> list[str]:
-        """Facets of normalised in-context states ``[N, h]``: ``argmax(X W^T + b)`` in float64."""
+        """Facets of sentence features ``[N, 2h + 1]`` (:func:`document_features`):
+        ``argmax(X W^T + b)`` in float64."""
         if not self.params:
             raise RuntimeError("the labeller is not fitted; call fit() or load()")
         if len(X) == 0:
@@ -191,7 +213,7 @@ class InContextLabeller:
             raise RuntimeError("the labeller is not fitted; call fit() first")
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        cfg = {"format": FORMAT, "format_version": 1, "facets": list(FACETS),
+        cfg = {"format": FORMAT, "format_version": 1, "facets": list(FACETS), "features": FEATURES,
                "base_model": self.model.config.base_model, "max_tokens": self.model.config.max_tokens,
                "base_digest": self.digest, "C": self.C, "class_weight": self.class_weight,
                "max_iter": self.max_iter, "tol": self.tol, "batch_size": self.batch_size, "metadata": self.metadata}
@@ -209,8 +231,9 @@ class InContextLabeller:
         cfg = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))
         if cfg.get("format") != FORMAT or cfg.get("format_version") != 1:
             raise ValueError(f"{path / CONFIG_NAME}: not an in-context labeller (format {cfg.get('format')!r})")
-        if tuple(cfg["facets"]) != FACETS:
-            raise ValueError(f"{path / CONFIG_NAME}: facets {cfg['facets']} differ from {FACETS}")
+        if tuple(cfg["facets"]) != FACETS or cfg.get("features") != FEATURES:
+            raise ValueError(f"{path / CONFIG_NAME}: facets {cfg['facets']} and features "
+                             f"{cfg.get('features')!r}; this version reads {FACETS}, {FEATURES!r}")
         kw = {k: cfg[k] for k in ("C", "class_weight", "max_iter", "tol", "batch_size")}
         lab = (cls(model, **kw) if model is not None
                else cls.for_base(cfg["base_model"], cfg["max_tokens"], device=device, **kw))

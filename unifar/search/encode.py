@@ -44,9 +44,11 @@ __all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model"
            "model_facts", "load_labeller", "shares_pass", "label_documents", "encode_corpus", "read_encoding",
            "write_encoding"]
 
-#: the labeller that ships with the package: a linear head over the frozen shipped MiniLM,
-#: trained on CSAbstruct by ``benchmarks/studies/default_labeller.py`` (its scores beside chapter
-#: 2's fine-tuned labeller: ``results/search/default_labeller.json``, shown in chapter 2)
+#: the labeller that ships with the package: a linear head over the in-context sentence states
+#: of UniFAR's pass on the frozen shipped MiniLM (an InContextLabeller: papers encoded with that
+#: base are labelled from their own encoding pass), trained on CSAbstruct by
+#: ``benchmarks/studies/default_labeller.py`` (its scores beside chapter 2's fine-tuned labeller:
+#: ``results/search/default_labeller.json``, shown in chapter 2)
 DEFAULT_LABELLER = Path(__file__).resolve().parent / "default_labeller"
 
 
@@ -60,8 +62,10 @@ class Encoding:
 
 
 def load_labeller(path: str | os.PathLike[str] | None) -> Any:
-    """The offline sentence labeller (:class:`~unifar.construction.labeller.FacetLabeller`) in
-    ``path``, by default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
+    """The offline sentence labeller in ``path`` (a
+    :class:`~unifar.construction.labeller.FacetLabeller`, or an
+    :class:`~unifar.construction.context_labeller.InContextLabeller` by its ``format``), by
+    default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
     is ``artifacts/ch02/<profile>/labeller``); a clear error naming the options when there is none."""
     from ..construction.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
     from ..construction.labeller import CONFIG_NAME, FacetLabeller
