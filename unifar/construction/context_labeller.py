@@ -8,7 +8,7 @@ labeller). UniFAR's base already computes, for every sentence of a document, the
 token states *within the whole document* (section 3.1, ``S_i = MeanPool(T_{S_i})``, the states
 the sentence branch attends over; :func:`unifar.pooling.sentence_states`). This labeller is a
 multinomial logistic regression (:func:`~unifar.construction.labeller.fit_linear_head`) on
-features of those states (:func:`document_features`): for sentence ``i`` of ``n`` kept,
+features of those states (:func:`document_features`): for sentence ``i`` of ``n`` kept::
 
     x_i = [ s_i / |s_i| ;  (s_i - s_bar) / |s_i - s_bar| ;  i / (n - 1) ],   p(c | x_i) = softmax(W x_i + b)_c
 
