@@ -17,7 +17,11 @@ BLAS path) must still pass `.ci/run`'s notebook check, which compares with the t
 
 The JSON holds, per notebook, nbval's verdict, the wall time, how many printed numbers moved and
 the largest move as a fraction of the tolerance; the wrong-number check's verdict; the machine.
-Takes as long as `.ci/run`'s notebook step (about 20 minutes on 2 cores with a warm cache).
+Run it in a fresh clone (``artifacts/`` absent): a checkout whose ``artifacts/cache`` already
+holds encodings, made with this machine's own kernels, would let the chapters read them instead of
+recomputing them on the other instruction set, and the check would see nothing (the script
+refuses, unless ``--allow-warm``). It then takes as long as `.ci/run`'s notebook step from a fresh
+clone (about 30-40 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -75,7 +79,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--notebooks", nargs="*", help="notebook stems (default: every notebook of _toc.yml)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "ci" / "isa_check.json")
+    ap.add_argument("--allow-warm", action="store_true",
+                    help="run even though artifacts/ exists (cached encodings are then not re-checked)")
     args = ap.parse_args()
+    if (ROOT / "artifacts").exists() and not args.allow_warm:
+        raise SystemExit(f"{ROOT / 'artifacts'} exists: its cached encodings were computed with this "
+                         "machine's kernels and would be read instead of recomputed on the other "
+                         "instruction set; run benchmarks/isa_check.py in a fresh clone (or pass "
+                         "--allow-warm to check only what is recomputed)")
     notebooks = [ROOT / nb for nb in toc_notebooks(ROOT)]
     if args.notebooks:
         notebooks = [nb for nb in notebooks if nb.stem in args.notebooks]
