@@ -3,9 +3,9 @@ sentence's *in-context* state, so that `unifar encode` labels a document from th
 encodes it.
 
 :class:`~unifar.construction.labeller.FacetLabeller` embeds every sentence again, alone, with a
-separate encoder: a second pass over the corpus (about 40 % of `unifar encode` with the shipped
-labeller). UniFAR's base already computes, for every sentence of a document, the mean of its
-token states *within the whole document* (section 3.1, ``S_i = MeanPool(T_{S_i})``, the states
+separate encoder: a second pass over the corpus (about half of `unifar encode`'s time,
+``benchmarks/labeller_cost.py``). UniFAR's base already computes, for every sentence of a
+document, the mean of its token states *within the whole document* (section 3.1, ``S_i = MeanPool(T_{S_i})``, the states
 the sentence branch attends over; :func:`unifar.pooling.sentence_states`). This labeller is a
 multinomial logistic regression (:func:`~unifar.construction.labeller.fit_linear_head`) on
 features of those states (:func:`document_features`): for sentence ``i`` of ``n`` kept::
