@@ -20,7 +20,7 @@ try:
 except ImportError:  # Windows: no flock; folders are then not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["sha256_file", "hash_tensors", "atomic_dir", "atomic_file", "display_path", "write_json", "IntegrityError",
+__all__ = ["sha256_file", "hash_tensors", "atomic_dir", "atomic_file", "display_path", "public_path", "write_json", "IntegrityError",
            "file_digests", "digest_mismatch", "LOCK_NAME", "FolderBusy", "lock_folder", "unlock_folder"]
 
 #: the lock file a writing process holds in its output folder (training runs, search indexes)
@@ -43,6 +43,22 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return Path(path).resolve().relative_to(REPO).as_posix()
     except (ValueError, OSError):
         return str(path)
+
+
+def public_path(path: str | os.PathLike[str] | None) -> str | None:
+    """A path relative to the repository when inside it, else its last component: what results
+    record, so that no home folder is ever written into a committed file.
+
+    >>> public_path(REPO / "data" / "x.tsv"), public_path("/home/me/x.tsv"), public_path(None)
+    ('data/x.tsv', 'x.tsv', None)
+    """
+    if path is None:
+        return None
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(REPO))
+    except ValueError:
+        return p.name
 
 
 def atomic_dir(final: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:

@@ -85,7 +85,7 @@ def summary(result: dict) -> dict:
 def public_command(command: str) -> str:
     """A command line without machine paths (an absolute path outside the repository is cut to
     its name, :func:`unifar.evaluation.benchmarks.public_path`)."""
-    from unifar.evaluation.benchmarks import public_path
+    from unifar.files import public_path
 
     return " ".join(public_path(a) if a.startswith("/") else a for a in command.split())
 

@@ -1,9 +1,10 @@
 """Pluggable chat-LLM clients for data construction: the client interface, a test double, an
-on-disk cache in front of any client, and clients built from a one-line spec.
+and an on-disk cache in front of any client.
 
 * :class:`LLMClient`: the interface, ``complete(messages, **gen_kwargs) -> str``; the real back
-  ends (a local ``transformers`` model, an OpenAI-compatible endpoint) are in
-  :mod:`unifar.construction.llm_backends`.
+  ends (a local ``transformers`` model, an OpenAI-compatible endpoint) and
+  :func:`~unifar.construction.llm_backends.client_from_spec`, which builds one from a one-line
+  spec, are in :mod:`unifar.construction.llm_backends`.
 * :class:`FakeClient`: canned answers for tests.
 * :class:`CachedClient`: wraps a client; every answer is a file keyed by a hash of (client name,
   model, client settings, messages, generation arguments), written atomically, so an interrupted
@@ -31,7 +32,6 @@ __all__ = [
     "FakeClient",
     "CachedClient",
     "check_messages",
-    "client_from_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -197,33 +197,3 @@ class CachedClient(LLMClient):
 
     def __len__(self) -> int:
         return sum(1 for _ in self.cache_dir.glob("*/*.json"))
-
-
-def client_from_spec(spec: str | None, cache_dir: str | os.PathLike[str] | None = None) -> LLMClient | None:
-    """A client from a one-line spec (the notebooks' ``llm`` parameter), cached when ``cache_dir``:
-
-    * ``"none"`` or ``None``: no LLM (the offline back ends are used);
-    * ``"transformers:<path>"``: a local causal LM directory (or hub id where a hub is reachable);
-    * ``"openai:<base_url>#<model>"``: an OpenAI-compatible endpoint; the key comes from
-      ``$OPENAI_API_KEY``.
-
-    >>> client_from_spec("none") is None
-    True
-    >>> client_from_spec("openai:http://localhost:8000/v1#qwen").model
-    'qwen'
-    """
-    if spec is None or spec.strip().lower() in ("", "none"):
-        return None
-    from .llm_backends import OpenAICompatibleClient, TransformersClient  # they import this module
-
-    kind, _, rest = spec.partition(":")
-    if kind == "transformers" and rest:
-        client: LLMClient = TransformersClient(rest)
-    elif kind == "openai" and "#" in rest:
-        url, _, model = rest.rpartition("#")
-        client = OpenAICompatibleClient(url, model)
-    else:
-        raise ValueError(
-            f"LLM spec {spec!r} not understood; use 'none', 'transformers:<path>' or 'openai:<base_url>#<model>'"
-        )
-    return CachedClient(client, cache_dir) if cache_dir is not None else client

@@ -6,6 +6,7 @@
 * :class:`OpenAICompatibleClient`: ``POST {base_url}/chat/completions`` with plain ``requests``
   (OpenAI, vLLM, llama.cpp server, ...), retrying transient failures. The key is read from an
   environment variable at request time and never stored on the object, printed or logged.
+* :func:`client_from_spec`: one of them from the notebooks' one-line ``llm`` parameter.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .llm import LLMClient, LLMError, Message, check_messages
+from .llm import CachedClient, LLMClient, LLMError, Message, check_messages
 
-__all__ = ["TransformersClient", "OpenAICompatibleClient"]
+__all__ = ["TransformersClient", "OpenAICompatibleClient", "client_from_spec"]
 
 logger = logging.getLogger(__name__)
 
@@ -214,3 +215,30 @@ class OpenAICompatibleClient(LLMClient):
             raise LLMError(f"malformed chat-completions answer: content is {type(content).__name__}")
         return content
 
+
+def client_from_spec(spec: str | None, cache_dir: str | os.PathLike[str] | None = None) -> LLMClient | None:
+    """A client from a one-line spec (the notebooks' ``llm`` parameter), cached when ``cache_dir``:
+
+    * ``"none"`` or ``None``: no LLM (the offline back ends are used);
+    * ``"transformers:<path>"``: a local causal LM directory (or hub id where a hub is reachable);
+    * ``"openai:<base_url>#<model>"``: an OpenAI-compatible endpoint; the key comes from
+      ``$OPENAI_API_KEY``.
+
+    >>> client_from_spec("none") is None
+    True
+    >>> client_from_spec("openai:http://localhost:8000/v1#qwen").model
+    'qwen'
+    """
+    if spec is None or spec.strip().lower() in ("", "none"):
+        return None
+    kind, _, rest = spec.partition(":")
+    if kind == "transformers" and rest:
+        client: LLMClient = TransformersClient(rest)
+    elif kind == "openai" and "#" in rest:
+        url, _, model = rest.rpartition("#")
+        client = OpenAICompatibleClient(url, model)
+    else:
+        raise ValueError(
+            f"LLM spec {spec!r} not understood; use 'none', 'transformers:<path>' or 'openai:<base_url>#<model>'"
+        )
+    return CachedClient(client, cache_dir) if cache_dir is not None else client

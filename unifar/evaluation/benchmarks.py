@@ -9,30 +9,18 @@ encoded index) and the facts recorded with the result (public path, counts, file
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import REPO, sha256_file  # REPO: one definition of the repository root
+from ..files import public_path, sha256_file
 
-__all__ = ["BENCHMARKS", "DEFAULT_BENCHMARKS", "DORIS_LEVELS", "LOADERS", "LoadedBenchmark", "public_path"]
+__all__ = ["BENCHMARKS", "DEFAULT_BENCHMARKS", "DORIS_LEVELS", "LOADERS", "LoadedBenchmark"]
 
 BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval", "doris_mae", "litsearch")
 DEFAULT_BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval")
 DORIS_LEVELS = ("query", "aspect", "subquery_2")
-
-
-def public_path(path: str | os.PathLike[str] | None) -> str | None:
-    """A path relative to the repository when inside it, else its last component (no home paths)."""
-    if path is None:
-        return None
-    p = Path(path).resolve()
-    try:
-        return str(p.relative_to(REPO))
-    except ValueError:
-        return p.name
 
 
 def _file_facts(paths: Sequence[Path], max_bytes: int = 64 << 20) -> dict[str, str]:

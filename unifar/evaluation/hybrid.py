@@ -15,17 +15,16 @@ parts are ``z(dense) + W z(lexical)``: ``W = 0`` ranks by the dense part alone, 
 teacher is ``W = 0.25``; n parts are ``(1, w_2, ..., w_n)``. The grid (:func:`weight_grid`)
 is the simplex of mixing shares in multiples of a step, each point divided by its dense share
 (:func:`relative_weights`), so ``W`` runs from 0 to ``1/step - 1``; the lexical part alone is
-its own system (``bm25``, ``facet-bm25``). They are chosen by
-:func:`choose_weights` on a dev split, never on what is reported:
+its own system (``bm25``, ``facet-bm25``). They are chosen on a dev split, never on what is
+reported (:mod:`unifar.evaluation.tuning`):
 
-* CSFCube: aggregated MAP over the fold1_dev query facets only (:func:`csfcube_dev_map`); the
-  runner then reports the 2-fold test score, and fold1_test alone is the estimate no tuning saw
-  (fold1_dev *is* fold2_test; :func:`unifar.evaluation.report.compare_systems` with ``fold=``);
+* CSFCube: aggregated MAP over the fold1_dev query facets only; the runner then reports the
+  2-fold test score, and fold1_test alone is the estimate no tuning saw (fold1_dev *is*
+  fold2_test; :func:`unifar.evaluation.report.compare_systems` with ``fold=``);
 * q-doc: the benchmark's headline metric (:data:`unifar.evaluation.report.HEADLINE_METRICS`) on
-  its dev half (:func:`~unifar.evaluation.qdoc.qdoc_dev_half`): SciRepEval search's train
-  half, PubMedQA's 500 training questions against the same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none:
-  the weights are then :data:`DEFAULT_WEIGHTS` (every part weight 1), recorded as
-  ``"equal (no dev half)"``.
+  its dev half: SciRepEval search's train half, PubMedQA's 500 training questions against the
+  same 1,000 abstracts. Cranfield (and DORIS-MAE, LitSearch) has none: the weights are then
+  :data:`DEFAULT_WEIGHTS` (every part weight 1), recorded as ``"equal (no dev half)"``.
 
 The chosen weights and the whole dev curve of every benchmark are in :meth:`FusedRetriever.describe`
 (the result's ``meta.systems``). The systems built from these parts (``hybrid-mean``,
@@ -44,18 +43,15 @@ from typing import Any
 
 import numpy as np
 
-from .qdoc import choose_on_qdoc_dev, qdoc_dev_half  # the dev half of a q-doc benchmark
 from .ranking import rank_order
 from .retrievers import Retriever, ScoreFn, cached
+from .tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_dev_half
 
 __all__ = [
     "DEFAULT_WEIGHTS",
     "FUSIONS",
     "FusedRetriever",
     "HybridRetriever",
-    "choose_on_csfcube_dev",
-    "choose_weights",
-    "csfcube_dev_map",
     "fuse",
     "hybrid_system",
     "rank_fusion",
@@ -89,8 +85,9 @@ def relative_weights(weights: Sequence[float]) -> tuple[float, ...]:
 def weight_grid(n_parts: int, step: float = 0.05) -> list[tuple[float, ...]]:
     """The tuning grid: every mix of ``n_parts`` shares in multiples of ``step`` whose first
     (dense) share is positive, written relative to it (:func:`relative_weights`). Ordered so that
-    the first part's share falls (then the second's, ...): ties in :func:`choose_weights` go to
-    the vector that leans most on the dense part.
+    the first part's share falls (then the second's, ...): ties in
+    :func:`~unifar.evaluation.tuning.choose_weights` go to the vector that leans most on the
+    dense part.
 
     >>> weight_grid(2, 0.25)
     [(1.0, 0.0), (1.0, 0.3333333333), (1.0, 1.0), (1.0, 3.0)]
@@ -146,60 +143,6 @@ def fuse(
     if fusion == "rank":
         return rank_fusion(scores, weights)
     raise ValueError(f"unknown fusion {fusion!r}; choose from {FUSIONS}")
-
-
-def choose_weights(
-    dev_score: Callable[[tuple[float, ...]], float], grid: Sequence[tuple[float, ...]]
-) -> tuple[tuple[float, ...], list[dict[str, Any]]]:
-    """The grid search: ``dev_score(weights)`` (a dev-split metric, higher = better) for every
-    weight vector of ``grid``; returns the best vector (ties: the earliest in ``grid``) and the
-    curve ``[{"weights": [...], "dev": value}, ...]``. It sees only what ``dev_score`` reads,
-    so the reported split can take no part in the choice.
-
-    >>> best, curve = choose_weights(lambda w: -abs(w[1] - 0.5), weight_grid(2, 0.1))
-    >>> best, len(curve), curve[0]
-    ((1.0, 0.4285714286), 10, {'weights': [1.0, 0.0], 'dev': -0.5})
-    """
-    if not grid:
-        raise ValueError("the weight grid is empty")
-    curve = [{"weights": list(w), "dev": float(dev_score(w))} for w in grid]
-    best = max(range(len(grid)), key=lambda i: (curve[i]["dev"], -i))
-    return tuple(grid[best]), curve
-
-
-def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -> float:
-    """Aggregated MAP (percent) of ``score_fn`` over CSFCube's fold1_dev query facets, ranking
-    only their pools: no other query's judgements are read (the tuning number)."""
-    from ..facets import FACETS
-    from .csfcube import csfcube_per_query, rank_pools
-
-    dev_ids = list(data.splits["all"]["fold1_dev"])
-    wanted = set(dev_ids)
-    anns = {f: {q: v for q, v in data.anns[f].items() if f"{q}_{f}" in wanted} for f in FACETS}
-    sub = type(data)(data.papers, anns, data.splits, data.queries, data.root)
-    per = csfcube_per_query(rank_pools(score_fn, sub, exclude_query=exclude_query), sub)
-    ap = {f"{q}_{f}": m["map"] for f, per_q in per.items() for q, m in per_q.items()}
-    return 100.0 * float(np.mean([ap[i] for i in dev_ids]))
-
-
-def choose_on_csfcube_dev(
-    with_weights: Callable[[tuple[float, ...]], ScoreFn],
-    data: Any,
-    grid: Sequence[tuple[float, ...]],
-    exclude_query: bool = False,
-    record_curve: bool = True,
-) -> dict[str, Any]:
-    """The weights of ``grid`` whose score function ``with_weights(w)`` has the best
-    :func:`csfcube_dev_map` (fold1_dev only). Returns ``{"weights", "chosen_on", "dev_curve"}``
-    (the curve left empty when ``record_curve`` is False: fixed weights, nothing tuned)."""
-    best, curve = choose_weights(
-        lambda w: csfcube_dev_map(with_weights(w), data, exclude_query), grid
-    )
-    return {
-        "weights": list(best),
-        "chosen_on": "csfcube fold1_dev, all/map",
-        "dev_curve": curve if record_curve else [],
-    }
 
 
 class _Memo:
@@ -328,7 +271,7 @@ class FusedRetriever(Retriever):
     # -- CSFCube ----------------------------------------------------------------------------------
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
         """The fused score function; tunes the weights on fold1_dev first
-        (:func:`csfcube_dev_map`)."""
+        (:func:`~unifar.evaluation.tuning.csfcube_dev_map`)."""
         memo = _Memo(
             [
                 cached(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..files import public_path
 from .retrievers import FacetBM25Retriever, ScoreFn, cached
 
 __all__ = ["LabelledFacetBM25Retriever"]
@@ -112,8 +113,6 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
         )
 
     def describe(self) -> dict[str, Any]:
-        from .benchmarks import public_path
-
         return {
             **super().describe(),
             "labeller": public_path(self.labeller_dir),

@@ -60,8 +60,6 @@ __all__ = [
     "ranx_qrels",
     "evaluate_ranking",
     "evaluate_qdoc",
-    "qdoc_dev_half",
-    "choose_on_qdoc_dev",
     "mean_metrics",
     "pool_rank_changes",
     "rank_change_summary",
@@ -270,71 +268,6 @@ def evaluate_qdoc(retriever, bench: QDocBenchmark, protocol: QDocProtocol, doc_i
     t3 = time.perf_counter()
     result.seconds = {"index": t1 - t0, "score": t2 - t1, "rank_eval": t3 - t2}
     return result
-
-
-def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
-    """The dev half of a q-doc benchmark (a :class:`~unifar.datasets.schema.QDocBenchmark`), or
-    None when it has none: ``scirepeval`` -> the train half of the search sample (when the test
-    half is reported); ``pubmedqa`` -> the 500 PQA-L training questions against all 1,000
-    abstracts (the test collection); ``cranfield``, DORIS-MAE, LitSearch -> None."""
-    from ..datasets.readers import resolve_dir
-
-    if name == "scirepeval" and options.get("scirepeval_part", "test") == "test":
-        from ..datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
-
-        root = resolve_dir(options.get("scirepeval_dir"), "scirepeval_samples")
-        return split_scirepeval_search(load_scirepeval_search(root), "train")
-    if name == "pubmedqa":
-        from ..datasets.pubmedqa import load_pubmedqa
-
-        full = load_pubmedqa(resolve_dir(options.get("pubmedqa_dir"), "pubmedqa_pqal"))
-        questions = full.questions.select(
-            [i for i, s in enumerate(full.questions["split"]) if s == "train"]
-        )
-        qids = list(questions["qid"])
-        return QDocBenchmark(
-            name="pubmedqa-train",
-            documents=full.documents,
-            questions=questions,
-            qrels={q: full.qrels[q] for q in qids},
-            candidates=None,
-            relevance_threshold=full.relevance_threshold,
-            stats=dict(full.stats),
-        )
-    return None
-
-
-def choose_on_qdoc_dev(
-    dev: Any,
-    benchmark: Any,
-    scores: Callable[[tuple[float, ...]], np.ndarray],
-    grid: Sequence[tuple[float, ...]],
-) -> dict[str, Any]:
-    """The weights of ``grid`` that score best on a q-doc dev half ``dev``
-    (:func:`qdoc_dev_half`), by the headline metric of ``benchmark`` (a
-    :class:`~unifar.evaluation.benchmarks.LoadedBenchmark`) under its protocol. ``scores(w)``:
-    the ``[n_dev_questions, n_dev_documents]`` scores of weights ``w``, in ``dev``'s question and
-    document order. Returns ``{"weights", "chosen_on", "dev_curve"}`` (what
-    :class:`~unifar.evaluation.hybrid.FusedRetriever` and
-    :class:`~unifar.flew.retriever.FLeWRetriever` record)."""
-    from .hybrid import choose_weights
-    from .report import HEADLINE_METRICS
-
-    protocol = benchmark.protocol
-    headline = HEADLINE_METRICS.get(benchmark.name, ("",))[0]
-    metric = headline if headline in protocol.all_metrics else protocol.all_metrics[0]
-    doc_ids, qids = list(dev.documents["id"]), list(dev.questions["qid"])
-
-    def dev_score(w: tuple[float, ...]) -> float:
-        run = rank(scores(w), doc_ids, qids, dev.candidates, protocol.depth)
-        return evaluate_ranking(run, dev, protocol).metrics[metric]
-
-    best, curve = choose_weights(dev_score, grid)
-    return {
-        "weights": list(best),
-        "chosen_on": f"{dev.name} ({len(qids)} questions), {metric}",
-        "dev_curve": curve,
-    }
 
 
 def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any],

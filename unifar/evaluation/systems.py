@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .benchmarks import public_path
+from ..files import public_path
 
 __all__ = ["SYSTEMS", "build_retrievers", "is_unifar_checkpoint", "load_unifar", "public_model", "share_frozen_base"]
 

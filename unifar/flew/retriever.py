@@ -7,7 +7,7 @@
 * q-doc: the question and each document as the weighted embedding of eq. 8
   (:func:`~unifar.flew.inference.weighted_embedding`) of the three facet embeddings, L2-normalised,
   cosine. The weights are chosen per benchmark on its dev half
-  (:func:`unifar.evaluation.qdoc.qdoc_dev_half`) from :func:`~unifar.flew.inference.weight_grid`
+  (:func:`unifar.evaluation.tuning.qdoc_dev_half`) from :func:`~unifar.flew.inference.weight_grid`
   (section 3.4's grid search); a benchmark without a dev half gets equal weights.
 
 The choices and their dev curves are recorded in :meth:`FLeWRetriever.describe`.
@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
-from ..evaluation.hybrid import choose_on_csfcube_dev
-from ..evaluation.qdoc import choose_on_qdoc_dev, qdoc_dev_half
+from ..evaluation.tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_dev_half
 from ..evaluation.retrievers import Retriever, ScoreFn, cached
 from ..facets import FACETS
 from .inference import facet_embeddings, per_facet, weight_grid, weighted_embedding

@@ -9,7 +9,7 @@ tuning shows it (``Input: "<abstract>"``), all in one user message.
 
 Back ends, all :class:`~unifar.construction.llm.LLMClient`\\ s: a real LLM (the paper's
 instruction-tuned Llama-3.1-8B, or any chat model via
-:func:`~unifar.construction.llm.client_from_spec`), and :class:`LabellerClient`, the one that
+:func:`~unifar.construction.llm_backends.client_from_spec`), and :class:`LabellerClient`, the one that
 runs offline: it reads the abstract out of the prompt, splits it into sentences
 (:func:`unifar.text.split_sentences`), labels them with a
 :class:`~unifar.construction.labelling.SentenceLabeller` (chapter 2's offline labeller) and
