@@ -22,9 +22,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .caching import TokenStateCache
 from .config import ABLATIONS, TrainArgs, UniFARConfig
 from .files import atomic_file
+from .frozen_base import frozen_base_mode
+from .model import UniFAR
+from .objective import held_out_loss
 from .reuse import reused_message
+from .train import train
+from .training_data import split_ftus
 
 __all__ = ["CPU_PROFILE", "FULL_MODEL", "ROWS", "AblationRun", "row_config", "row_folder", "train_rows"]
 
@@ -102,10 +108,6 @@ def _held_out_before(model: Any, ftus: Any, args: TrainArgs, cache: Any) -> dict
     will hold out for ``args`` (same split, same sample caps; lambda at its final value)."""
     from contextlib import nullcontext
 
-    from .frozen_base import frozen_base_mode
-    from .objective import held_out_loss
-    from .training_data import split_ftus
-
     _, eval_ftus, eval_docs = split_ftus(ftus, None, args, args.seed)
     if not eval_ftus:
         return None
@@ -142,10 +144,6 @@ def train_rows(
     (e.g. :func:`~unifar.learning_curve.standard_dev_curve`), so that every row trains until its
     dev curve flattens; its points are kept in the run's record.
     """
-    from .caching import TokenStateCache
-    from .model import UniFAR
-    from .train import train
-
     say = log or (lambda _msg: None)
     unknown = [r for r in rows if r not in ROWS]
     if unknown:

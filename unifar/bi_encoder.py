@@ -28,21 +28,21 @@ import os
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .base_models import encoder_and_tokenizer, encoder_layers, run_layers, top_encoder_layers
+from .caching import TokenStateCache
+from .checkpoints import load_weights
 from .evaluation.dense import MeanPoolingRetriever
 from .files import IntegrityError, atomic_dir, digest_mismatch, file_digests
 from .pooling import length_order, mean_pool
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs
 
-if TYPE_CHECKING:
-    from .caching import TokenStateCache
 
 __all__ = ["BiEncoderConfig", "BiEncoder", "BiEncoderRetriever"]
 
@@ -231,8 +231,6 @@ class BiEncoder(nn.Module):
 
     def fingerprint(self) -> str:
         """A digest of the weights and the pooling: equal for models that encode alike."""
-        from .caching import TokenStateCache
-
         weights = TokenStateCache.base_fingerprint(self)  # type: ignore[arg-type]
         return f"{self.config.pooling}-{self.config.max_tokens}-{weights}"
 
@@ -266,8 +264,6 @@ class BiEncoder(nn.Module):
         """Load a folder of :meth:`save_pretrained` (safetensors only), every file checked
         against ``manifest.json`` (:class:`unifar.files.IntegrityError` names the file)."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        from .checkpoints import load_weights
 
         d = Path(directory)
         missing = [

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .evaluation.csfcube import csfcube_split_papers
+from .training_data import split_ftus
+
 __all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "where_runs_ended", "csfcube_dev_measure", "held_out_measure",
            "held_out_measures", "standard_dev_curve"]
 
@@ -198,8 +201,6 @@ def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", 
     (:func:`unifar.evaluation.csfcube.csfcube_split_papers`, whose ``max_queries`` gives a quick
     check on the first query facets of each facet); ``state_cache`` shares a frozen base's states
     across the evaluations of a run."""
-    from .evaluation.csfcube import csfcube_split_papers
-
     docs, split_map = csfcube_split_papers(cube, "fold1_dev", max_queries=max_queries)
 
     def measure(model: Any, record: Mapping[str, Any]) -> float:
@@ -261,8 +262,6 @@ def standard_dev_curve(model: Any, ftus: Any, args: Any, cube: Any, state_cache:
     ``args``), every ``every`` steps, written to ``args.output_dir``. Set ``args.eval_every`` to
     ``every`` so that the held-out values come from the run itself; ``max_queries``: see
     :func:`csfcube_dev_measure`. Call :meth:`DevCurve.begin` for the untrained point."""
-    from .training_data import split_ftus
-
     _, held, docs = split_ftus(ftus, None, args, args.seed)
     measures: dict[str, Measure] = {"fold1_dev_map": csfcube_dev_measure(cube, state_cache, max_queries=max_queries)}
     if held:

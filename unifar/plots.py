@@ -6,7 +6,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .evaluation.structure import diagonal_contrast
 from .facets import FACET_SHORT
+from .training_log import read_log
 
 __all__ = ["plot_dev_curves", "plot_attention", "plot_facet_similarity", "plot_facet_matrix_panels", "plot_span_attention",
            "plot_results", "plot_losses"]
@@ -85,8 +87,6 @@ def plot_facet_matrix_panels(
     its name and diagonal contrast (:func:`unifar.evaluation.structure.diagonal_contrast`).
     Returns the figure."""
     import matplotlib.pyplot as plt
-
-    from .evaluation.structure import diagonal_contrast
 
     arrays = {name: np.asarray(m, dtype=float) for name, m in matrices.items()}
     lo = min(float(a.min()) for a in arrays.values())
@@ -174,8 +174,6 @@ def plot_losses(
     import seaborn as sns
 
     if isinstance(log_path_or_records, (str, bytes)) or hasattr(log_path_or_records, "__fspath__"):
-        from .training_log import read_log
-
         records = read_log(log_path_or_records)
     else:
         records = list(log_path_or_records)

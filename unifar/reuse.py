@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import WEIGHTS_NAME, load_weights
+from .train import TrainResult
 
 __all__ = ["finished_run", "reused_message"]
 
@@ -23,8 +24,6 @@ def finished_run(output_dir: str | os.PathLike[str], model: Any, args: Any = Non
     run. A run trained with other settings is an error, not a silent reuse: ``model``'s config
     must be the run's, and ``args`` (when given) must match its training arguments except where
     and how it logs. Lets a notebook re-run its analysis without training again."""
-    from .train import TrainResult  # imported here: train imports checkpoints, as this module does
-
     out = Path(output_dir)
     info_path = out / "run.json"
     if not info_path.exists() or not (out / "final").exists():

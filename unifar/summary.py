@@ -33,6 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from . import paper
+from .datasets.csfcube import load_csfcube
+from .evaluation.ablation import PAPER_ROWS
+from .evaluation.csfcube import evaluate_csfcube_rankings, read_ranked_pools
+from .evaluation.power import labelled_verdicts
+from .evaluation.report import HEADLINE_METRICS
 from .files import REPO
 
 __all__ = ["STATUSES", "SummaryRow", "reproduction_summary", "summary_frame", "summary_section"]
@@ -93,9 +98,6 @@ def _full(chapter: str, name: str, root: Path) -> dict[str, Any] | None:
 
 
 def _specter_rows(data_dir: Path) -> list[SummaryRow]:
-    from .datasets.csfcube import load_csfcube
-    from .evaluation.csfcube import evaluate_csfcube_rankings, read_ranked_pools
-
     cube = load_csfcube(data_dir)
     measured = evaluate_csfcube_rankings(read_ranked_pools(data_dir / "sample_ranked_pools"), cube)
     rows = []
@@ -184,8 +186,6 @@ def _table8_rows() -> list[SummaryRow]:
 def _table3_rows(ch06: Mapping[str, Any] | None) -> list[SummaryRow]:
     """Table 3 (CSFCube aggregated MAP): each row's mean over seeds; a variant's status is the paired
     bootstrap of its difference to the full row against the paper's difference."""
-    from .evaluation.ablation import PAPER_ROWS
-
     t3, col = paper.UNIFAR_TABLE3, "CSFCube aggregated MAP"
     ours = {paper_row: row for row, paper_row in PAPER_ROWS.items()}
     means = (ch06 or {}).get("table_mean", {})
@@ -255,8 +255,6 @@ def _hybrid_rows(root: Path) -> list[SummaryRow]:
 def _labelled(res: Mapping[str, Any] | None, base: str, reference: str) -> list[dict[str, Any]]:
     """A chapter's saved verdicts with their power labels (:func:`unifar.evaluation.power.labelled_verdicts`;
     a record saved before the labels is labelled from its per-query scores)."""
-    from .evaluation.power import labelled_verdicts
-
     if not res or not res.get("verdicts"):
         return []
     if all("mde" in v for v in res["verdicts"]) or "benchmarks" not in res:
@@ -310,7 +308,6 @@ def _multi_objective_rows(ch08: Mapping[str, Any] | None) -> list[SummaryRow]:
     (:func:`unifar.multi_objective.report.findings`)."""
     import pandas as pd
 
-    from .evaluation.report import HEADLINE_METRICS
     from .multi_objective.experiments import TABLE1, TABLE2
     from .multi_objective.report import CLAIMS, findings, paper_frame
 

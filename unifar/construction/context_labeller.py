@@ -40,8 +40,10 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..config import UniFARConfig
 from ..facets import FACETS
 from ..files import hash_tensors
+from ..model import UniFAR
 from .labeller import fit_linear_head
 from .labeller_scores import facet_scores
 
@@ -120,9 +122,6 @@ class InContextLabeller:
     def for_base(cls, base_model: str = "minilm", max_tokens: int = 512, device: str | None = None,
                  **kwargs: Any) -> "InContextLabeller":
         """A labeller over the untrained UniFAR of a named base encoder (its base is the encoder's own)."""
-        from ..config import UniFARConfig
-        from ..model import UniFAR
-
         return cls(UniFAR(UniFARConfig(base_model=base_model, max_tokens=max_tokens), device=device), **kwargs)
 
     # -- features ------------------------------------------------------------------------------

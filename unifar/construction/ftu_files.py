@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from .. import __version__
 from ..datasets.readers import iter_lines, read_json
 from ..files import atomic_dir, sha256_file
 from .ftu import FTU, validate_document
@@ -89,7 +90,6 @@ def write_ftus(
         with open(tmp / "ftus.jsonl", "w", encoding="utf-8") as f:
             for ftu in ftus:
                 f.write(json.dumps(ftu.to_dict(), ensure_ascii=False) + "\n")
-        from .. import __version__
 
         stats = ftu_statistics(ftus, {d["id"]: d for d in docs})
         manifest = {

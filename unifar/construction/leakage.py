@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..datasets.csfcube import load_csfcube
+
 __all__ = [
     "normalise_text",
     "ForbiddenSet",
@@ -327,8 +329,6 @@ def forbidden_from_repo_data(
     candidate papers as ``s2:<id>``, titles and abstracts. A missing PubMedQA, Cranfield or
     SciRepEval folder is skipped unless ``require_all``.
     """
-    from ..datasets.csfcube import load_csfcube
-
     root = Path(data_dir) if data_dir is not None else _default_data_root()
     include = set(include)
     unknown = include - {"csfcube", "pubmedqa", "cranfield", "scirepeval-search"}

@@ -55,14 +55,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..facets import FACETS
-from .ftu import FTU, TeacherList, Triplet, merge_triplets
-from .teacher import teacher_list
 from ..evaluation.ranking import rank_order
+from ..evaluation.retrievers import BM25Scorer
 from ..evaluation.texts import facet_text
+from ..facets import FACETS
+from ..scoring import zscore_fusion
+from .ftu import FTU, TeacherList, Triplet, merge_triplets
 from .mining_attribution import Encode, attribute_facets, citation_triplets, search_ftus
 from .mining_sources import SOURCES, label_unlabelled, load_training_documents, sample_pool, whole_text
 from .questions import ICropQuestionGenerator, Question
+from .teacher import teacher_list
 
 __all__ = [
     "MiningConfig",
@@ -219,9 +221,6 @@ def mine_facet_triplets(
     :class:`~unifar.construction.ftu.Triplet` records (each positive paired with each negative).
     With the hybrid signal and a ``teachers`` dict, each query document's :func:`teacher_list`
     is stored there under its id."""
-    from ..evaluation.retrievers import BM25Scorer
-    from ..scoring import zscore_fusion
-
     ids = list(ids)
     pos_of = {d: i for i, d in enumerate(ids)}
     queries = list(query_ids) if query_ids is not None else ids

@@ -31,6 +31,7 @@ import datasets
 from datasets import Features, List, Value
 
 from unifar.facets import FACETS
+from ..files import display_path
 
 __all__ = [
     "DOCUMENT_FEATURES",
@@ -243,8 +244,6 @@ def warn_skipped(path: Any, count: int, what: str, stats: dict[str, int], key: s
     """Record ``count`` skipped items under ``stats[key]`` and log one warning naming the file."""
     stats[key] = stats.get(key, 0) + count
     if count:
-        from ..files import display_path
-
         logger.warning("%s: skipped %d %s", display_path(path) if isinstance(path, (str, os.PathLike)) else path, count, what)
 
 

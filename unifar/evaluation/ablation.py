@@ -21,6 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import paper
+from .power import mde_from_interval, minimum_detectable_effect
+from .report import compare_systems, fold_strata
+from .runner import evaluate_all
+from .systems import build_retrievers, load_unifar
+
 __all__ = ["COLUMNS", "PAPER_ROWS", "PAPER_COLUMNS", "ablation_table", "ablation_verdicts", "column_mde", "column_values",
            "evaluate_rows", "metrics_only", "paper_sign_agreement", "seed_mean_result", "system_name"]
 
@@ -69,8 +75,6 @@ def evaluate_rows(runs: Mapping[tuple[str, int], Any], benchmarks: Sequence[str]
     with the states below those layers. ``options`` go to
     :func:`~unifar.evaluation.runner.evaluate_all`. Returns one merged result."""
     from .dense import UniFARRetriever
-    from .runner import evaluate_all
-    from .systems import build_retrievers, load_unifar
 
     groups: dict[int, list[Any]] = {}
     for (row, seed), run in runs.items():
@@ -132,8 +136,6 @@ def seed_mean_result(result: Mapping[str, Any], rows: Sequence[str], seeds: Sequ
 def column_values(result: Mapping[str, Any], system: str) -> dict[str, float]:
     """One system's value in each of :data:`COLUMNS` that ``result`` has (fold columns: the mean
     of the fold's per-query values)."""
-    from .report import fold_strata
-
     out = {}
     for col, (bench, metric, fold) in COLUMNS.items():
         entry = result["benchmarks"].get(bench)
@@ -173,8 +175,6 @@ def ablation_table(result: Mapping[str, Any], rows: Sequence[str], seeds: Sequen
 
 def _column_queries(entry: Mapping[str, Any], metric: str, fold: str | None, system: str) -> dict[str, float]:
     """One system's per-query values of a column (a fold column: that fold's queries only)."""
-    from .report import fold_strata
-
     values = entry["systems"][system]["per_query"][metric]
     return values if fold is None else {q: values[q] for q in fold_strata(entry, metric)[fold]}
 
@@ -185,8 +185,6 @@ def column_mde(mean_result: Mapping[str, Any], pair: tuple[str, str] = ("full", 
     80 % power), stated before any row is compared: from the per-query differences of ``pair``
     (by default what training changed, the full row against the untrained model: removing a
     component moves a model somewhere between the two), CSFCube resampled within its folds."""
-    from .power import minimum_detectable_effect
-
     out = {}
     for col, (bench, metric, fold) in COLUMNS.items():
         entry = mean_result["benchmarks"].get(bench)
@@ -212,10 +210,6 @@ def ablation_verdicts(mean_result: Mapping[str, Any], rows: Sequence[str], refer
     :func:`unifar.evaluation.power.mde_from_interval`), so that a row whose removal
     moves many queries is not called powered on the full row's small changes."""
     import pandas as pd
-
-    from .. import paper
-    from .power import mde_from_interval
-    from .report import compare_systems
 
     t3 = paper.UNIFAR_TABLE3
     out = []
@@ -249,8 +243,6 @@ def paper_sign_agreement(verdicts: Any) -> Any:
     """For each (row, column) of :func:`ablation_verdicts` the paper also reports: the paper's
     difference to its full row (table 3, reported), ours (measured), and whether the signs agree
     (``agree``) -- and whether ours is distinguishable from noise at all (``verdict``)."""
-    from .. import paper
-
     t3 = paper.UNIFAR_TABLE3
     rows = []
     for rec in verdicts.to_dict("records"):

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..datasets.csfcube import FACETS, load_csfcube
+from ..datasets.readers import resolve_dir
 from ..files import public_path, sha256_file
 
 __all__ = ["BENCHMARKS", "DEFAULT_BENCHMARKS", "DORIS_LEVELS", "LOADERS", "LoadedBenchmark"]
@@ -60,8 +62,6 @@ def _qdoc_info(bench, path: Any, files: Sequence[Path], **extra: Any) -> dict[st
 
 
 def _load_csfcube(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from ..datasets.csfcube import FACETS, load_csfcube
-
     data = load_csfcube(opts.get("csfcube_dir"))
     root = Path(data.root) if data.root else None
     info = {
@@ -77,7 +77,6 @@ def _load_csfcube(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 def _load_cranfield(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
     from ..datasets.cranfield import load_cranfield
-    from ..datasets.readers import resolve_dir
     from .qdoc import CRANFIELD
 
     root = resolve_dir(opts.get("cranfield_dir"), "cranfield")
@@ -88,7 +87,6 @@ def _load_cranfield(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 def _load_pubmedqa(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
     from ..datasets.pubmedqa import load_pubmedqa
-    from ..datasets.readers import resolve_dir
     from .qdoc import PUBMEDQA
 
     root = resolve_dir(opts.get("pubmedqa_dir"), "pubmedqa_pqal")
@@ -110,7 +108,6 @@ def _load_pubmedqa(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
 
 
 def _load_scirepeval(opts: Mapping[str, Any]) -> list[LoadedBenchmark]:
-    from ..datasets.readers import resolve_dir
     from ..datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
     from .qdoc import SCIREPEVAL_SEARCH
 

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..caching import TokenStateCache
 from ..facets import FACETS
+from ..scoring import docdoc_scores, qdoc_scores
 from .retrievers import Retriever, ScoreFn, cached
 from .texts import document_text, facet_query_text
 
@@ -120,8 +122,6 @@ class UniFARRetriever(Retriever):
                                            state_cache=self.state_cache).embeddings
 
     def score(self, questions: Sequence[str], index: torch.Tensor) -> np.ndarray:
-        from ..scoring import qdoc_scores
-
         q = self.model.encode_questions(list(questions), batch_size=self.batch_size, show_progress=self.show_progress,
                                         state_cache=self.state_cache).embeddings
         out = np.empty((q.shape[0], index.shape[0]), dtype=np.float64)
@@ -132,15 +132,11 @@ class UniFARRetriever(Retriever):
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
         """Doc-doc relevance for facet f = M(f, f) = cos(e_q^(f), e_c^(f)); every paper of the
         collection is encoded once."""
-        from ..scoring import docdoc_scores
-
         pids = data.pool_pids()
         index_of = {p: i for i, p in enumerate(pids)}
         docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
         state_cache = self.state_cache
         if state_cache is None and self.cache_dir is not None:
-            from ..caching import TokenStateCache
-
             state_cache = TokenStateCache.on_disk(self.model, self.cache_dir)
         kw = {"state_cache": state_cache} if state_cache is not None else {}
         emb = self.model.encode_documents(docs, batch_size=self.batch_size, show_progress=self.show_progress, **kw).embeddings

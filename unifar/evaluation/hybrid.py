@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from ..scoring import zscore_fusion
+from .labelled_bm25 import LabelledFacetBM25Retriever
 from .ranking import rank_order
 from .retrievers import Retriever, ScoreFn, cached
 from .tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_dev_half
@@ -137,8 +139,6 @@ def fuse(
     """One candidate list's fused scores (:func:`unifar.scoring.zscore_fusion` or
     :func:`rank_fusion`)."""
     if fusion == "zscore":
-        from ..scoring import zscore_fusion
-
         return zscore_fusion(scores, weights)
     if fusion == "rank":
         return rank_fusion(scores, weights)
@@ -350,7 +350,6 @@ def hybrid_system(
             raise ValueError(
                 "system hybrid-mean-labeller needs labeller=: chapter 2's sentence labeller folder"
             )
-        from .labelled_bm25 import LabelledFacetBM25Retriever
 
         facet, qdoc = LabelledFacetBM25Retriever(labeller, cache_dir), None
     else:

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..files import public_path
+from ..facets import facet_of_csfcube_label
+from ..files import public_path, sha256_file
 from .retrievers import FacetBM25Retriever, ScoreFn, cached
 
 __all__ = ["LabelledFacetBM25Retriever"]
@@ -48,7 +49,6 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
                 "saved sentence labeller, e.g. artifacts/ch02/full/labeller (run chapter 2 first)"
             )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        from ..files import sha256_file
 
         digest = hashlib.sha256()  # the labeller's files name its cached labels
         for f in sorted(p for p in self.labeller_dir.rglob("*") if p.is_file()):
@@ -87,8 +87,6 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
 
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
         """Facet-BM25 of a copy of ``data`` whose sentence labels are the labeller's."""
-        from ..facets import facet_of_csfcube_label
-
         def relabel() -> Any:
             pids = data.pool_pids()
             predicted = self.labels({p: data.papers[p] for p in pids})

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import torch
 
+from ..base_models import load_encoder
+from ..caching import EmbeddingCache, text_digest
 from ..files import hash_tensors
 from ..pooling import length_order, mean_pool
+from ..runtime import pick_device
 
 __all__ = ["MeanPoolingEncoder"]
 
@@ -39,9 +42,6 @@ class MeanPoolingEncoder:
         show_progress: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        from ..base_models import load_encoder
-        from ..runtime import pick_device
-
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
         if batch_size < 1:
@@ -77,7 +77,6 @@ class MeanPoolingEncoder:
             return torch.empty(0, hidden)
         if self.cache_dir is None:
             return self._encode(texts)
-        from ..caching import EmbeddingCache, text_digest
 
         cache = EmbeddingCache(self.cache_dir / f"mean-rows-{self.cache_key()}.safetensors", hidden)
         keys = [text_digest(t) for t in texts]

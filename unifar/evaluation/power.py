@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import paper
 from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
+from .report import fold_strata
 
 __all__ = ["MDE", "minimum_detectable_effect", "mde_from_interval", "power_for", "verdict", "VERDICTS",
            "effects_sought", "power_table", "label_verdicts",
@@ -148,8 +150,6 @@ def effects_sought(pair: tuple[str, str] = ("MPNet", "UniFAR-MPNet")) -> dict[st
     >>> e = effects_sought(); round(e["csfcube"]["all/map"], 2), round(e["pubmedqa"]["mrr@10"], 2)
     (1.87, 0.53)
     """
-    from .. import paper
-
     base, model = pair
     t1, t2 = paper.UNIFAR_TABLE1, paper.UNIFAR_TABLE2
     cs = {f"{f}/map": t2.value(model, f"{f} MAP") - t2.value(base, f"{f} MAP") for f in ("background", "method", "result")}
@@ -172,8 +172,6 @@ def power_table(result: Mapping[str, Any], base: str, reference: str,
     powered`` (``mde <= |effect_sought|``) and ``reference`` (the pair's name).
     """
     import pandas as pd
-
-    from .report import fold_strata
 
     effects = effects_sought() if effects is None else effects
     rows = []

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..datasets.schema import QDocBenchmark
 from .metrics import ranx_per_query
-from .ranking import rank_order
+from .ranking import rank_change, rank_order
 
 __all__ = [
     "QDocProtocol",
@@ -283,8 +283,6 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
     and the benchmark's collection name there; systems found in it are not encoded again.
     """
     import pandas as pd
-
-    from .ranking import rank_change
 
     if bench.candidates is None:
         raise ValueError(f"{bench.name}: pool_rank_changes needs a benchmark whose questions rerank candidate pools")

@@ -37,6 +37,7 @@ from ..files import atomic_file
 from ..runtime import git_commit, machine_facts
 from .benchmarks import DEFAULT_BENCHMARKS, DORIS_LEVELS, LOADERS, LoadedBenchmark
 from .bootstrap import N_RESAMPLES, bootstrap_ci
+from .csfcube import csfcube_scores, csfcube_strata, fold_names, rank_pools
 from .systems import build_retrievers, public_model, share_frozen_base
 
 __all__ = ["FORMAT", "evaluate_all", "load_results", "save_results", "score_csfcube_ranking"]
@@ -62,16 +63,12 @@ def score_csfcube_ranking(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, 
     score a ranking (:func:`unifar.evaluation.csfcube.csfcube_scores`). A ranking that leaves
     candidates of a pool unranked is refused unless ``allow_partial``.
     """
-    from .csfcube import csfcube_scores
-
     scores, per_query = csfcube_scores(ranked, data, split, allow_partial)
     metrics = {f"{target}/{m}": v for target, values in scores.items() for m, v in values.items()}
     return scores, {"metrics": metrics, "per_query": per_query, "n_queries": len(per_query.get("all/map", {}))}
 
 
 def _csfcube_system(retriever, loaded: LoadedBenchmark, cache: dict, opts: Mapping[str, Any]) -> dict[str, Any]:
-    from .csfcube import rank_pools
-
     data, split = loaded.data, loaded.protocol
     t0 = time.perf_counter()
     score_fn = retriever.csfcube_score_fn(data, cache)
@@ -125,8 +122,6 @@ def _entry(lb: LoadedBenchmark) -> dict[str, Any]:
     """A benchmark's result entry before any system: kind, data facts, protocol, strata."""
     entry: dict[str, Any] = {"kind": lb.kind, "data": lb.info, "systems": {}, "strata": {}}
     if lb.kind == "csfcube":
-        from .csfcube import csfcube_strata, fold_names
-
         entry["protocol"] = {"name": "csfcube", "split": lb.protocol,
                              "description": "rerank annotated pools; MAP (grade >= 2) and NDCG%20, per facet and all; "
                              + ("mean of fold1_test and fold2_test means" if lb.protocol == "test" else "fold1_dev mean")}

@@ -24,7 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import UniFARConfig
 from ..files import public_path
+from .retrievers import BM25Retriever, FacetBM25Retriever
 
 __all__ = ["SYSTEMS", "build_retrievers", "is_unifar_checkpoint", "load_unifar", "public_model", "share_frozen_base"]
 
@@ -123,15 +125,12 @@ def build_retrievers(
     """
     from .dense import MeanPoolingRetriever, UniFARRetriever
     from .hybrid import hybrid_system
-    from .retrievers import BM25Retriever, FacetBM25Retriever
 
     trained = None  # a trained UniFAR (instance or checkpoint path)
     config = None
     if model is not None and not isinstance(model, (str, os.PathLike)):
         trained, config = model, model.config
     elif model is not None and is_unifar_checkpoint(model):
-        from ..config import UniFARConfig
-
         trained, config = str(model), UniFARConfig.from_json(Path(model) / "config.json")
     base = base_model or (config.base_model if config is not None else (str(model) if model is not None else None))
     keys = _system_keys(systems, trained is not None)

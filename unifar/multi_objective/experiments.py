@@ -31,9 +31,12 @@ from typing import Any
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
+from ..construction.ftu_files import load_ftus
 from ..files import write_json
 from ..reuse import reused_message
-from .objectives import DOCUMENT_TO_DOCUMENT, QUESTION_TO_DOCUMENT, Objective, hold_out
+from .icrop import icrop_objective
+from .objectives import (DOCUMENT_TO_DOCUMENT, QUESTION_TO_DOCUMENT, Objective, ftu_docdoc_objective,
+                         hold_out, pubmedqa_objective, scirepeval_search_objective, specter_objective)
 from .schedules import (
     PAPER_BATCH_SIZE,
     PAPER_FINETUNE_LR,
@@ -188,15 +191,6 @@ def build_objectives(
     behind the leakage guard (:func:`~unifar.multi_objective.objectives.drop_leaks`). ``n_dev``:
     examples of each objective held out of training (ICrop: documents), its ``dev`` examples,
     on which :func:`train_experiments` draws every run's dev curve."""
-    from ..construction.ftu_files import load_ftus
-    from .icrop import icrop_objective
-    from .objectives import (
-        ftu_docdoc_objective,
-        pubmedqa_objective,
-        scirepeval_search_objective,
-        specter_objective,
-    )
-
     questions = concat_objectives(
         "questions", [pubmedqa_objective(sep=sep), scirepeval_search_objective(sep=sep)]
     )

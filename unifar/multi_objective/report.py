@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..evaluation.report import HEADLINE_METRICS
+from ..paper import multi_objective as mo
 from .experiments import OBJECTIVES, TABLE1, TABLE2, Experiment
 
 __all__ = ["CLAIMS", "changed_questions", "findings", "measured_frame", "paper_frame", "relative_gains"]
@@ -43,8 +45,6 @@ def paper_frame():
     """
     import pandas as pd
 
-    from ..paper import multi_objective as mo
-
     tables = {"table 1": mo.MO_TABLE1, "table 2": mo.MO_TABLE2, "table 3": mo.MO_TABLE3}
     rows = {}
     for exp in _experiments():
@@ -59,8 +59,6 @@ def measured_frame(result: Mapping[str, Any], names: Sequence[str] | None = None
     """Experiment x benchmark: each benchmark's headline metric (percent) from an
     :func:`~unifar.evaluation.runner.evaluate_all` result; ``names`` picks and orders the systems."""
     import pandas as pd
-
-    from ..evaluation.report import HEADLINE_METRICS
 
     cols = {}
     for bench, entry in result["benchmarks"].items():

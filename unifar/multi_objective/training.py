@@ -42,6 +42,7 @@ from ..bi_encoder_losses import multiple_negatives_ranking_loss
 from ..caching import TokenStateCache
 from ..files import write_json
 from ..frozen_base import freeze_base, frozen_base_mode, frozen_state_cache
+from ..learning_curve import Plateau
 from ..optim import make_scheduler
 from .objectives import Example
 from .schedules import Phase
@@ -193,8 +194,6 @@ def train_bi_encoder(
     phase has flattened (default: all of ``dev``). A non-finite loss or gradient stops the run
     before its step is applied."""
     from tqdm.auto import tqdm
-
-    from ..learning_curve import Plateau
 
     args = args or BiEncoderTrainArgs()
     dev = dict(dev or {}) if args.dev_every > 0 else {}

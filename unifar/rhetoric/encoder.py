@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..base_models import load_encoder
 from ..pooling import length_order, mean_pool
 
 __all__ = ["SentenceEncoder"]
@@ -43,8 +44,6 @@ class SentenceEncoder(nn.Module):
     @classmethod
     def from_name(cls, name: str, max_length: int = 128) -> "SentenceEncoder":
         """Load a base encoder by short name, hub id or path (float32 weights)."""
-        from ..base_models import load_encoder
-
         model, tok = load_encoder(name)
         return cls(model, tok, max_length=max_length, name=name)
 

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..datasets.readers import iter_jsonl
 from ..facets import CSABSTRUCT_TO_FACET, CSFCUBE_LABEL_TO_FACET, FACET_ALIASES
+from ..files import sha256_file
 from ..text import split_sentences
 
 __all__ = ["CorpusError", "Corpus", "FORMATS", "read_corpus", "check_documents", "facet_label"]
@@ -259,8 +261,6 @@ def _load(path: Path, kind: str, columns: int) -> Any:
             if "corresponds to no data" in str(err):  # e.g. a Parquet file with no rows
                 raise CorpusError(f"{path}: the corpus is empty (no rows)") from None
             if kind == "json":
-                from ..datasets.readers import iter_jsonl
-
                 for _ in iter_jsonl(path):  # raises ValueError naming file:line
                     pass
             cause = err.__cause__ or err.__context__ or err
@@ -270,8 +270,6 @@ def _load(path: Path, kind: str, columns: int) -> Any:
 def _float_id_line(path: Path) -> None:
     """Name the JSONL line whose id is a decimal number (one such id makes ``datasets`` read
     the whole column as floats, so the row checks would blame the first row)."""
-    from ..datasets.readers import iter_jsonl
-
     for lineno, rec in iter_jsonl(path):
         if isinstance(rec.get("id"), float):
             raise CorpusError(_id_type_error(f"{path}:line {lineno}", rec["id"]))
@@ -279,8 +277,6 @@ def _float_id_line(path: Path) -> None:
 
 def read_corpus(path: str | os.PathLike[str], allow_title_only: bool = False) -> Corpus:
     """Read and check a corpus file (module docstring); the format comes from the suffix."""
-    from ..files import sha256_file
-
     path = Path(path)
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:

@@ -36,12 +36,14 @@ import torch
 
 from ..facets import FACETS, normalise_facet
 from ..files import atomic_dir, file_digests, write_json
+from ..scoring import zscore_fusion
 from .corpus import check_documents
+from .encode import label_documents, read_encoding, shares_pass, write_encoding
+from .explain import explain
 from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, read_index_meta,
                      read_manifest, verify_index, writing)
-from .encode import label_documents, read_encoding, shares_pass, write_encoding
-from .models import load_model, model_digest, model_facts
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
+from .models import load_model, model_digest, model_facts
 from .vectors import VectorIndex
 
 __all__ = ["Index", "Hit", "INDEX_DIR", "check_search_options"]
@@ -378,8 +380,6 @@ class Index:
         dense, idx = scores[0][keep].astype(np.float64) * scale, idx[0][keep]
         lexical, final = None, dense
         if hybrid is not None:
-            from ..scoring import zscore_fusion
-
             text = query if like is None else field_texts(self.documents[self_pos], field)
             lexical = self.bm25[field].scores(text, [str(i) for i in idx])
             final = zscore_fusion([dense, lexical], [1.0, hybrid])
@@ -400,6 +400,4 @@ class Index:
         self, query: str | None, doc_id: str, *, like: str | None = None, top: int = 3
     ) -> dict[str, Any]:
         """Why ``doc_id`` matches: :func:`unifar.search.explain.explain`."""
-        from .explain import explain
-
         return explain(self, query, doc_id, like=like, top=top)

@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from ..construction.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
+from ..construction.labeller import CONFIG_NAME, FacetLabeller
 from ..facets import FACETS
 from ..files import atomic_file, display_path, sha256_file, write_json
 from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
@@ -67,9 +69,6 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
     :class:`~unifar.construction.context_labeller.InContextLabeller` by its ``format``), by
     default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
     is ``artifacts/ch02/<profile>/labeller``); a clear error naming the options when there is none."""
-    from ..construction.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
-    from ..construction.labeller import CONFIG_NAME, FacetLabeller
-
     folder = Path(path) if path is not None else DEFAULT_LABELLER
     if not (folder / CONFIG_NAME).is_file():
         given = f"--labeller {path}: " if path is not None else ""

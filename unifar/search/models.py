@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from ..base_models import check_model_name, short_name
+from ..evaluation.systems import is_unifar_checkpoint, load_unifar
 from ..files import hash_tensors
 
 __all__ = ["load_model", "model_spec", "model_digest", "model_facts"]
@@ -20,9 +22,6 @@ __all__ = ["load_model", "model_spec", "model_digest", "model_facts"]
 def load_model(spec: str, device: str | None = None) -> Any:
     """UniFAR from a checkpoint folder, or untrained on a base encoder name (clear errors for a
     name that names nothing, :func:`unifar.base_models.check_model_name`)."""
-    from ..base_models import check_model_name
-    from ..evaluation.systems import is_unifar_checkpoint, load_unifar
-
     if not is_unifar_checkpoint(spec):
         check_model_name(spec)
     return load_unifar(spec, None, device)
@@ -42,8 +41,6 @@ def model_digest(model: Any) -> str:
     :meth:`~unifar.model.UniFAR.init_anchors_from_words` made them count by that recipe, not by
     their bits, which depend on the CPU and its thread count (an index encoded with 2 threads
     once refused a query encoder loaded with 1)."""
-    from ..base_models import short_name
-
     config = model.config.to_dict()
     config["base_model"] = short_name(str(config["base_model"]))
     h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())

@@ -25,6 +25,7 @@ import torch
 
 from ..facets import FACETS
 from ..scoring import facet_similarity
+from .corpus_index import Index
 
 __all__ = ["create_app", "serve"]
 
@@ -172,8 +173,6 @@ def serve(directory: str, host: str = "127.0.0.1", port: int = 8765, model: str 
           device: str | None = None) -> None:
     """Load the index in ``directory`` (and its model) once, then answer requests until stopped."""
     from werkzeug.serving import run_simple
-
-    from .corpus_index import Index
 
     index = Index.load(directory, model=model, device=device)
     index.model  # noqa: B018 -- load the query encoder now, not at the first query
