@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu_files import load_ftus
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.datasets.ftu_files import load_ftus
     from unifar.objective import build_ftu_batch
+    from unifar.runtime import git_commit, machine_facts
 
     data = load_ftus(args.ftus)
     model = UniFAR(UniFARConfig(base_model=args.model), device="cpu")

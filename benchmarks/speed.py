@@ -74,9 +74,9 @@ def _time_training(args: argparse.Namespace, device: torch.device, on_row=None) 
     import tempfile
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu_files import FTUDataset, load_ftus
     from unifar.caching import TokenStateCache
     from unifar.config import TrainArgs
+    from unifar.datasets.ftu_files import FTUDataset, load_ftus
     from unifar.flops import mfu, peak_tflops
     from unifar.train import train
 
@@ -137,9 +137,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar import UniFAR, UniFARConfig
+    from unifar.datasets.csfcube import load_csfcube
     from unifar.evaluation.mean_pooling import MeanPoolingEncoder
     from unifar.evaluation.texts import document_text
-    from unifar.datasets.csfcube import load_csfcube
     from unifar.facets import FACETS
     from unifar.runtime import pick_device
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from unifar import UniFARConfig
-from unifar.construction.ftu import FTU, TeacherList
-from unifar.construction.ftu_files import load_ftus, write_ftus
+from unifar.datasets.ftu import FTU, TeacherList
+from unifar.datasets.ftu_files import load_ftus, write_ftus
 from unifar.objective import build_ftu_batch, ftu_batch_loss, ftu_objective
 from unifar.train import train
 from unifar.training_log import read_log

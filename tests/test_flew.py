@@ -11,8 +11,8 @@ import torch
 
 from unifar.bi_encoder import BiEncoder, BiEncoderConfig
 from unifar.bi_encoder_losses import triplet_margin_loss
-from unifar.construction.ftu import FTU
 from unifar.construction.llm import FakeClient, LLMError
+from unifar.datasets.ftu import FTU
 from unifar.facets import FACETS
 from unifar.flew.embedding import embed_subgraph
 from unifar.flew.graph import (

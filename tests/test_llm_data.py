@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from unifar.construction.ftu import FTU, Triplet, fill_questions, merge_triplets, read_triplets
-from unifar.construction.ftu_files import SCHEMA_VERSION, FTUDataset, load_ftus, write_ftus
-from unifar.construction.ftu_statistics import field_table, ftu_statistics
-from unifar.construction.labelling import LabelParseError, LLMLabeller, SentenceLabeller, parse_labels, parse_labels_detailed
+from unifar.construction.ftu import Triplet, fill_questions, merge_triplets, read_triplets
+from unifar.construction.labelling import (
+    LabelParseError,
+    LLMLabeller,
+    SentenceLabeller,
+    parse_labels,
+    parse_labels_detailed,
+)
 from unifar.construction.leakage import (
     ForbiddenSet,
     LeakageError,
@@ -38,12 +42,14 @@ from unifar.construction.prompts import (
 from unifar.construction.questions import (
     ICropQuestionGenerator,
     LLMQuestionGenerator,
-    Question,
     QuestionLengthWarning,
     clean_question,
     independent_crop,
     random_crop_span,
 )
+from unifar.datasets.ftu import FTU, Question
+from unifar.datasets.ftu_files import SCHEMA_VERSION, FTUDataset, load_ftus, write_ftus
+from unifar.datasets.ftu_statistics import field_table, ftu_statistics
 from unifar.text import split_sentences
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from unifar.construction.ftu import FTU, read_triplets
-from unifar.construction.ftu_files import load_ftus, write_ftus
+from unifar.construction.ftu import read_triplets
+from unifar.datasets.ftu import FTU
+from unifar.datasets.ftu_files import load_ftus, write_ftus
 from unifar.datasets.readers import iter_jsonl, read_json
 from unifar.text import normalize_document, split_sentences
 

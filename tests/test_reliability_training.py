@@ -302,7 +302,7 @@ def test_a_crashed_run_leaves_no_stale_lock(tmp_path):
 def test_cli_train_into_a_busy_folder_is_a_one_line_error(tmp_path, capsys):
     from unifar.checkpoints import lock_run_folder, unlock_run_folder
     from unifar.cli import main
-    from unifar.construction.ftu_files import write_ftus
+    from unifar.datasets.ftu_files import write_ftus
 
     ds = make_dataset(4)
     write_ftus(tmp_path / "ftus", ds.ftus, ds.documents, command="test")

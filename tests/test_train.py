@@ -11,13 +11,12 @@ import pytest
 import torch
 
 from unifar import UniFAR, UniFARConfig
-from unifar.construction.ftu import FTU
-from unifar.construction.ftu_files import FTUDataset, load_ftus, write_ftus
-from unifar.construction.questions import Question
 from unifar.checkpoints import latest_checkpoint
+from unifar.config import TrainArgs
+from unifar.datasets.ftu import FTU, Question
+from unifar.datasets.ftu_files import FTUDataset, load_ftus, write_ftus
 from unifar.objective import build_ftu_batch, ftu_batch_loss
 from unifar.optim import make_optimizer, warmup_linear_factor
-from unifar.config import TrainArgs
 from unifar.train import TrainingDiverged, train
 from unifar.training_log import read_log
 

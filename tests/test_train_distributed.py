@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from unifar import UniFARConfig
-from unifar.construction.ftu_files import write_ftus
+from unifar.datasets.ftu_files import write_ftus
 from unifar.training_log import read_log
 
 from .conftest import tiny_bert

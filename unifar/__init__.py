@@ -8,7 +8,7 @@ Two walks through the library, each module visited once, in order:
   (``rank_pools`` orders each pool with :func:`unifar.evaluation.ranking.rank_order`, then grades it)
   -> :mod:`unifar.evaluation.metrics` (MAP, NDCG%20). Every system (BM25, mean pooling, UniFAR ...)
   is a :class:`unifar.evaluation.retrievers.Retriever`; :mod:`unifar.evaluation.runner` runs them all.
-* **one FTU trains the model** (section 4): :mod:`unifar.construction.ftu_files` (``load_ftus``) ->
+* **one FTU trains the model** (section 4): :mod:`unifar.datasets.ftu_files` (``load_ftus``) ->
   :mod:`unifar.objective` (``build_ftu_batch``) -> :mod:`unifar.model` (``UniFAR``) ->
   :mod:`unifar.objective` (``ftu_objective``: L_total of :mod:`unifar.losses`) -> :mod:`unifar.train`
   (the loop: AdamW step of :mod:`unifar.optim`, checkpoints of :mod:`unifar.checkpoints`).

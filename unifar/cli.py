@@ -282,7 +282,7 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 def _add_train_parser(sub: Any) -> None:
     """``unifar train``: see :mod:`unifar.train` (also for the torchrun launch)."""
     tr = sub.add_parser("train", help="train UniFAR on an FTU folder (section 4.2, appendix A)")
-    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.construction.ftu_files.write_ftus")
+    tr.add_argument("--ftus", required=True, metavar="DIR", help="FTU folder written by unifar.datasets.ftu_files.write_ftus")
     tr.add_argument("--output", required=True, metavar="DIR", help="run folder: checkpoints/, log.jsonl, run.json, final/")
     tr.add_argument("--config", metavar="JSON", help="UniFARConfig JSON file (default: the built-in defaults)")
     tr.add_argument("--profile", choices=["default", "paper"], default="default",
@@ -355,7 +355,7 @@ def _train_args(args: argparse.Namespace) -> Any:
 
 
 def _train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    from .construction.ftu_files import load_ftus
+    from .datasets.ftu_files import load_ftus
     from .train import TrainingDiverged, train
 
     config = _train_config(args)

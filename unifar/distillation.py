@@ -31,7 +31,7 @@ def cap_teacher(teacher: Any, cap: int | None, rng: np.random.Generator) -> list
     teacher's top candidates of every facet first (those decide the ranking's head, which MAP
     weighs most), then a seeded sample of the rest.
 
-    >>> from unifar.construction.ftu import TeacherList
+    >>> from unifar.datasets.ftu import TeacherList
     >>> t = TeacherList(list("abcdef"), {"method": [0.0, 5.0, 1.0, 4.0, 2.0, 3.0]})
     >>> cap_teacher(t, 4, np.random.default_rng(0))[:2], len(cap_teacher(t, 4, np.random.default_rng(0)))
     ([1, 3], 4)

@@ -97,7 +97,7 @@ def train(
     callbacks: Iterable[Callable[[dict[str, Any]], Any]] = (),
     state_cache: TokenStateCache | None = None,
 ) -> TrainResult:
-    """Train UniFAR on an :class:`~unifar.construction.ftu_files.FTUDataset` (section 4.2, appendix A).
+    """Train UniFAR on an :class:`~unifar.datasets.ftu_files.FTUDataset` (section 4.2, appendix A).
 
     ``model=None`` builds ``UniFAR(config)``; a given model must match ``config`` in every model
     field (training fields may differ; ``config=None`` uses ``model.config``). ``resume`` (default

@@ -82,7 +82,7 @@ def ftus_digest(ftus: Iterable[Any]) -> str:
     """SHA-256 of FTUs in order (each one's ``to_dict()`` as sorted JSON): what a checkpoint
     records of the FTUs it was trained on, so a resume on another training set is refused.
 
-    >>> from unifar.construction.ftu import FTU
+    >>> from unifar.datasets.ftu import FTU
     >>> ftus_digest([FTU("a")]) == ftus_digest([FTU("a")]) != ftus_digest([FTU("b")])
     True
     """

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from unifar import UniFARConfig
 from unifar.ablation import ROWS, train_rows
-from unifar.construction.ftu_files import load_ftus
+from unifar.datasets.ftu_files import load_ftus
 from unifar.files import write_json
 from unifar.runtime import run_facts
 

@@ -70,17 +70,17 @@ def main(argv: list[str] | None = None) -> dict:
     import torch.nn.functional as F
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.evaluation.mean_pooling import MeanPoolingEncoder
     from unifar.datasets.csfcube import load_csfcube
-    from unifar.facets import FACETS
     from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.evaluation.csfcube import csfcube_split_papers
-    from unifar.files import write_json
-    from unifar.pooling import sentence_states
+    from unifar.evaluation.mean_pooling import MeanPoolingEncoder
     from unifar.evaluation.texts import document_text
+    from unifar.facets import FACETS
+    from unifar.files import write_json
+    from unifar.objective import unit_labels as labels_of_units
+    from unifar.pooling import sentence_states
     from unifar.runtime import git_commit, machine_facts
     from unifar.text import collate
-    from unifar.objective import unit_labels as labels_of_units
 
     t0 = time.perf_counter()
     model = UniFAR(UniFARConfig(base_model=args.model, max_tokens=args.max_tokens), device="cpu")
@@ -228,7 +228,7 @@ def probe_rows(args, states, docs_dev, S_dev, labs_dev, facet_embeddings, dev_ma
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
 
-    from unifar.construction.ftu_files import load_ftus
+    from unifar.datasets.ftu_files import load_ftus
 
     sources = tuple(args.probe_sources or HUMAN_LABELLED_SOURCES)
     rng = np.random.default_rng(0)

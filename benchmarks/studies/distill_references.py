@@ -19,7 +19,7 @@ import numpy as np
 from unifar import UniFAR, UniFARConfig
 from unifar.caching import TokenStateCache
 from unifar.config import TrainArgs
-from unifar.construction.ftu_files import load_ftus
+from unifar.datasets.ftu_files import load_ftus
 from unifar.files import write_json
 from unifar.objective import held_out_loss
 from unifar.runtime import git_commit, machine_facts

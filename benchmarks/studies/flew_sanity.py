@@ -17,7 +17,7 @@ import numpy as np
 
 from unifar.bi_encoder import BiEncoder, BiEncoderConfig
 from unifar.caching import TokenStateCache
-from unifar.construction.ftu_files import load_ftus
+from unifar.datasets.ftu_files import load_ftus
 from unifar.flew.sampling import triplets_from_ftus
 from unifar.flew.splitting import facet_text
 from unifar.flew.training import FLEW_BATCH_SIZE, FLEW_LR, train_facet_encoders

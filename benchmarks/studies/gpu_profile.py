@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     from unifar import UniFAR, UniFARConfig
     from unifar.config import TrainArgs
-    from unifar.construction.ftu_files import FTUDataset, load_ftus
     from unifar.datasets.csfcube import load_csfcube
+    from unifar.datasets.ftu_files import FTUDataset, load_ftus
     from unifar.evaluation.report import strip_timings, verdict_table
     from unifar.evaluation.runner import evaluate_all
     from unifar.files import write_json

@@ -37,11 +37,11 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu_files import load_ftus
-    from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
-    from unifar.objective import held_out_loss
     from unifar.config import TrainArgs
+    from unifar.datasets.ftu_files import load_ftus
+    from unifar.files import write_json
+    from unifar.objective import held_out_loss
+    from unifar.runtime import git_commit, machine_facts
 
     folders = {}
     for item in args.ftus:

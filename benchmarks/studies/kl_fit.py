@@ -31,12 +31,12 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
-    from unifar.construction.ftu_files import load_ftus
+    from unifar.datasets.ftu_files import load_ftus
     from unifar.files import write_json
     from unifar.losses import kl_attention_loss
+    from unifar.objective import unit_labels
     from unifar.runtime import git_commit, machine_facts
     from unifar.text import collate
-    from unifar.objective import unit_labels
 
     t0 = time.perf_counter()
     torch.manual_seed(0)

@@ -47,7 +47,7 @@ def main() -> None:
     a = ap.parse_args()
 
     sep = "[SEP]"  # MiniLM's separator
-    from unifar.construction.ftu_files import load_ftus
+    from unifar.datasets.ftu_files import load_ftus
 
     ftu_docs = list(load_ftus(a.ftus, verify_hashes=False).documents.values())
     objectives = [

@@ -77,17 +77,17 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from unifar import UniFAR, UniFARConfig
+    from unifar.caching import TokenStateCache
+    from unifar.config import TrainArgs
     from unifar.datasets.csfcube import load_csfcube
-    from unifar.facets import FACETS
-    from unifar.construction.ftu_files import FTUDataset, load_ftus
+    from unifar.datasets.ftu_files import FTUDataset, load_ftus
     from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.evaluation.csfcube import aggregate_csfcube, csfcube_per_query, rank_pools
-    from unifar.caching import TokenStateCache
     from unifar.evaluation.dense import UniFARRetriever
+    from unifar.facets import FACETS
     from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
-    from unifar.config import TrainArgs
     from unifar.learning_curve import DevCurve
+    from unifar.runtime import git_commit, machine_facts
     from unifar.train import train
 
     torch.manual_seed(args.seed)
@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> dict:
     base = UniFAR(UniFARConfig(base_model=args.base_model, max_tokens=args.max_tokens))
     runs = {}
     if args.mean_pooling:
-        from unifar.evaluation.mean_pooling import MeanPoolingEncoder
         from unifar.evaluation.dense import MeanPoolingRetriever
+        from unifar.evaluation.mean_pooling import MeanPoolingEncoder
 
         t0 = time.perf_counter()
         mp = MeanPoolingRetriever(MeanPoolingEncoder(base.config.base_model, max_length=args.max_tokens, show_progress=False,

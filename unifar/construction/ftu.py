@@ -1,14 +1,7 @@
-"""Facet-Aware Training Units (section 4.1): the FTU record and how FTUs are made from facet
-triplets. The on-disk folder is :mod:`unifar.construction.ftu_files`, the counts of an FTU set
-:mod:`unifar.construction.ftu_statistics`.
-
-An FTU is ``{d_q, D_pos^(f), D_neg^(f), q^(f) | f in {bg, mt, rs}}``. In memory and on disk it
-refers to documents by id::
-
-    {"query": "<doc id>",
-     "positives": {"background": [ids], "method": [...], "result": [...]},
-     "negatives": {facet: [ids]},
-     "questions": {facet: {"text", "facet", "origin", "doc_id", "meta"}}}
+"""How Facet-Aware Training Units (section 4.1) are made from facet triplets. The record itself
+(:class:`~unifar.datasets.ftu.FTU`), its on-disk folder (:mod:`unifar.datasets.ftu_files`) and
+its counts (:mod:`unifar.datasets.ftu_statistics`) are in :mod:`unifar.datasets`, since training
+and chapters 6-8 only read them.
 
 :func:`merge_triplets` builds FTUs the paper's way: every ``(d_q, d+^(f), d-^(f))`` triplet that
 shares a query document joins one FTU; per facet, positives and negatives are deduplicated in
@@ -27,45 +20,21 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+from ..datasets.ftu import FTU, validate_document
 from ..datasets.readers import read_text
-from ..datasets.schema import make_document
 from ..facets import FACETS, normalise_facet
 from ..text import split_sentences
-from .questions import Question, QuestionGenerator
+from .questions import QuestionGenerator
 
-__all__ = ["validate_document", "Triplet", "TeacherList", "FTU", "read_triplets", "merge_triplets", "fill_questions"]
+__all__ = ["Triplet", "read_triplets", "merge_triplets", "fill_questions"]
 
 logger = logging.getLogger(__name__)
-
-
-# ----- documents --------------------------------------------------------------------------------
-_DOC_KEYS = ("id", "title", "sentences", "labels", "source", "field")
-
-
-def validate_document(rec: Any, where: str = "document") -> dict[str, Any]:
-    """Check one document against the common schema (:func:`unifar.datasets.schema.make_document`:
-    ``{"id", "title", "sentences", "labels", "source", "field"}`` plus extras) and return it.
-    Every problem is a ``ValueError`` whose message starts with ``where``."""
-    if not isinstance(rec, Mapping):
-        raise ValueError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-    missing = [k for k in ("id", "title", "sentences", "source") if k not in rec]
-    if missing:
-        raise ValueError(f"{where}: missing field(s) {missing}")
-    extra = {k: v for k, v in rec.items() if k not in _DOC_KEYS}
-    try:
-        return make_document(
-            rec["id"], rec["title"], rec["sentences"], rec.get("labels"),
-            source=rec["source"], field=rec.get("field"), where=where, **extra,
-        )
-    except TypeError as err:
-        raise ValueError(str(err)) from None
 
 
 # ----- triplets ---------------------------------------------------------------------------------
@@ -157,139 +126,6 @@ def read_triplets(
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
     return triplets, docs
-
-
-# ----- FTUs -------------------------------------------------------------------------------------
-@dataclass
-class TeacherList:
-    """A teacher's graded scores of the query document against a candidate list, per facet
-    (beyond the paper: what :func:`unifar.losses.listwise_distillation_loss` distils).
-
-    ``scores[f][i]`` is the teacher's score of ``candidates[i]`` for facet ``f`` (the hybrid
-    teacher of chapter 3: ``z(cos) + w z(BM25_f)``, z over its whole rerank list); a facet the
-    query document has no text for is absent. ``meta`` records how the list was made.
-
-    >>> t = TeacherList(["a", "b"], {"method": [1.5, -0.2]}, "hybrid", {"weight": 0.25})
-    >>> TeacherList.from_dict(t.to_dict()) == t
-    True
-    """
-
-    candidates: list[str]
-    scores: dict[str, list[float]]
-    origin: str = "hybrid"
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"candidates": list(self.candidates),
-                "scores": {f: [round(float(x), 6) for x in self.scores[f]] for f in FACETS if f in self.scores},
-                "origin": self.origin, "meta": dict(self.meta)}
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "TeacherList":
-        if not isinstance(d, Mapping):
-            raise ValueError("FTU field 'teacher' must be an object {candidates, scores, origin, meta}")
-        unknown = sorted(set(d) - {"candidates", "scores", "origin", "meta"})
-        if unknown:
-            raise ValueError(f"unknown FTU teacher field(s): {unknown}")
-        cands = d.get("candidates")
-        if not isinstance(cands, list) or not all(isinstance(c, str) and c for c in cands):
-            raise ValueError("FTU teacher 'candidates' must be a list of document id strings")
-        if len(set(cands)) != len(cands):
-            raise ValueError("FTU teacher 'candidates' lists a document twice")
-        scores = d.get("scores")
-        if not isinstance(scores, Mapping):
-            raise ValueError("FTU teacher 'scores' must be an object {facet: [numbers]}")
-        out: dict[str, list[float]] = {}
-        for f, v in scores.items():
-            if f not in FACETS:
-                raise ValueError(f"FTU teacher 'scores': unknown facet {f!r}")
-            ok = isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-            if not ok or len(v) != len(cands):
-                raise ValueError(f"FTU teacher scores[{f}] must be {len(cands)} numbers, one per candidate")
-            if not all(math.isfinite(x) for x in v):
-                raise ValueError(f"FTU teacher scores[{f}] holds a non-finite number")
-            out[f] = [float(x) for x in v]
-        meta = d.get("meta") or {}
-        if not isinstance(meta, Mapping):
-            raise ValueError("FTU teacher 'meta' must be an object")
-        return cls(list(cands), out, str(d.get("origin") or "hybrid"), dict(meta))
-
-
-@dataclass
-class FTU:
-    """A Facet-Aware Training Unit, documents by id, with an optional teacher list (chapter 3's
-    graded scores over candidates, for distillation; not part of the paper's FTU)."""
-
-    query: str
-    positives: dict[str, list[str]] = field(default_factory=dict)
-    negatives: dict[str, list[str]] = field(default_factory=dict)
-    questions: dict[str, Question] = field(default_factory=dict)
-    teacher: TeacherList | None = None
-
-    @property
-    def facets(self) -> list[str]:
-        """Facets with at least one positive, in the canonical order."""
-        return [f for f in FACETS if self.positives.get(f)]
-
-    def doc_ids(self) -> Iterator[str]:
-        """The query, then every positive and negative (facet order; repeats possible)."""
-        yield self.query
-        for f in FACETS:
-            yield from self.positives.get(f, [])
-            yield from self.negatives.get(f, [])
-
-    def teacher_ids(self) -> list[str]:
-        """The teacher list's candidates (none without a teacher list)."""
-        return list(self.teacher.candidates) if self.teacher is not None else []
-
-    def all_doc_ids(self) -> Iterator[str]:
-        """:meth:`doc_ids`, then the teacher's candidates: every document the FTU needs."""
-        yield from self.doc_ids()
-        yield from self.teacher_ids()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "query": self.query,
-            "positives": {f: list(self.positives[f]) for f in FACETS if f in self.positives},
-            "negatives": {f: list(self.negatives[f]) for f in FACETS if f in self.negatives},
-            "questions": {f: self.questions[f].to_dict() for f in FACETS if f in self.questions},
-        }
-        if self.teacher is not None:
-            out["teacher"] = self.teacher.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FTU":
-        unknown = sorted(set(d) - {"query", "positives", "negatives", "questions", "teacher"})
-        if unknown:
-            raise ValueError(f"unknown FTU field(s): {unknown}")
-        if not isinstance(d.get("query"), str) or not d["query"]:
-            raise ValueError("FTU field 'query' must be a document id string")
-
-        def facet_lists(name: str) -> dict[str, list[str]]:
-            v = d.get(name) or {}
-            if not isinstance(v, Mapping):
-                raise ValueError(f"FTU field {name!r} must be an object {{facet: [doc ids]}}")
-            out = {}
-            for f, ids in v.items():
-                if f not in FACETS:
-                    raise ValueError(f"FTU field {name!r}: unknown facet {f!r}")
-                if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                    raise ValueError(f"FTU field {name}[{f}] must be a list of document id strings")
-                out[f] = list(ids)
-            return out
-
-        qs = d.get("questions") or {}
-        questions = {}
-        for f, q in qs.items():
-            question = Question.from_dict(q)
-            if question.facet != f:
-                raise ValueError(f"FTU question under {f!r} has facet {question.facet!r}")
-            questions[f] = question
-        teacher = TeacherList.from_dict(d["teacher"]) if d.get("teacher") is not None else None
-        if teacher is not None and d["query"] in teacher.candidates:
-            raise ValueError("FTU teacher 'candidates' holds the query document itself")
-        return cls(d["query"], facet_lists("positives"), facet_lists("negatives"), questions, teacher)
 
 
 def merge_triplets(triplets: Iterable[Triplet | Mapping[str, Any]], facet: str | None = None) -> list[FTU]:

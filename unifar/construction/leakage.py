@@ -215,10 +215,10 @@ def check_no_leakage(
     raise_on_leak: bool = True,
     min_shared_sentences: int = 2,
 ) -> LeakageReport:
-    """Check an FTU folder (path) or a loaded :class:`~unifar.construction.ftu_files.FTUDataset`: every
+    """Check an FTU folder (path) or a loaded :class:`~unifar.datasets.ftu_files.FTUDataset`: every
     document and every question. Raises :class:`LeakageError` on any hit unless
     ``raise_on_leak`` is False."""
-    from .ftu_files import FTUDataset, load_ftus
+    from ..datasets.ftu_files import FTUDataset, load_ftus
 
     data = training if isinstance(training, FTUDataset) else load_ftus(training, verify_hashes=False)
     questions = [

@@ -55,15 +55,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from ..datasets.ftu import FTU, Question, TeacherList
 from ..evaluation.ranking import rank_order
 from ..evaluation.retrievers import BM25Scorer
 from ..evaluation.texts import facet_text
 from ..facets import FACETS
 from ..scoring import zscore_fusion
-from .ftu import FTU, TeacherList, Triplet, merge_triplets
+from .ftu import Triplet, merge_triplets
 from .mining_attribution import Encode, attribute_facets, citation_triplets, search_ftus
 from .mining_sources import SOURCES, label_unlabelled, load_training_documents, sample_pool, whole_text
-from .questions import ICropQuestionGenerator, Question
+from .questions import ICropQuestionGenerator
 from .teacher import teacher_list
 
 __all__ = [

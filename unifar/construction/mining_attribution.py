@@ -10,11 +10,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..facets import FACETS
-from .ftu import FTU, Triplet
+from ..datasets.ftu import FTU, Question
 from ..evaluation.texts import facet_text
+from ..facets import FACETS
+from .ftu import Triplet
 from .mining_sources import whole_text
-from .questions import Question
 
 __all__ = ["Encode", "attribute_facets", "citation_triplets", "search_ftus"]
 

@@ -31,14 +31,13 @@ import logging
 import random
 import re
 import warnings
-from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from ..datasets.ftu import Question
 from .llm import LLMClient
 from .prompts import FACET_REQUIREMENTS, question_messages
 
 __all__ = [
-    "Question",
     "QuestionGenerator",
     "QuestionLengthWarning",
     "LLMQuestionGenerator",
@@ -55,40 +54,6 @@ FACET_NAMES = tuple(FACET_REQUIREMENTS)
 
 class QuestionLengthWarning(UserWarning):
     """A generated question is outside the word range the prompt asks for."""
-
-
-@dataclass
-class Question:
-    """One facet question. ``origin``: ``"llm:<model>"``, ``"icrop"``, ``"pubmedqa"``,
-    ``"scirepeval-search"``, ...; ``doc_id``: the query document it belongs to."""
-
-    text: str
-    facet: str
-    origin: str
-    doc_id: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ValueError("a question needs a non-empty text")
-        if self.facet not in FACET_NAMES:
-            raise ValueError(f"unknown facet {self.facet!r}; expected one of {FACET_NAMES}")
-        if not isinstance(self.origin, str) or not self.origin:
-            raise ValueError("a question needs an origin, e.g. 'llm:<model>' or 'icrop'")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Question":
-        unknown = sorted(set(d) - {"text", "facet", "origin", "doc_id", "meta"})
-        if unknown:
-            raise ValueError(f"unknown question field(s): {unknown}")
-        return cls(**{k: (dict(v) if k == "meta" else v) for k, v in d.items()})
-
-    @property
-    def n_words(self) -> int:
-        return len(self.text.split())
 
 
 @runtime_checkable

@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..datasets.ftu import TeacherList
 from ..evaluation.ranking import rank_order
-from .ftu import TeacherList
 
 __all__ = ["teacher_list"]
 

@@ -132,7 +132,7 @@ def triplets_from_ftus(
     """Per facet, every ``(query, positive, negative)`` of chapter 3's FTUs (the offline substitute
     for FLeW's triplets; module docstring). ``documents``: when given, every id must be in it.
 
-    >>> from unifar.construction.ftu import FTU
+    >>> from unifar.datasets.ftu import FTU
     >>> u = FTU("q", positives={"method": ["a"]}, negatives={"method": ["x", "y"]})
     >>> triplets_from_ftus([u])["method"]
     [('q', 'a', 'x'), ('q', 'a', 'y')]

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
-from ..construction.ftu_files import load_ftus
+from ..datasets.ftu_files import load_ftus
 from ..files import write_json
 from ..reuse import reused_message
 from .icrop import icrop_objective

@@ -261,7 +261,7 @@ def ftu_docdoc_objective(
     """Chapter 3's FTUs (``artifacts/ftus/<profile>``) as doc-doc pairs: the query document and
     each distinct facet positive (any facet), the k-th with the k-th distinct facet negative
     (cycling). FTU document ids are already in the forbidden set's id space."""
-    from ..construction.ftu_files import load_ftus
+    from ..datasets.ftu_files import load_ftus
 
     data = load_ftus(folder)
     records: list[tuple[Side, ...]] = []

@@ -3,8 +3,8 @@ every check (:func:`load_ftus`, giving an :class:`FTUDataset`).
 
 A folder of FTUs holds ``documents.jsonl`` (one document per line: ``{"id", "title",
 "sentences", "labels", "source", "field"}``), ``ftus.jsonl`` (one
-:class:`~unifar.construction.ftu.FTU` per line, with its optional teacher list) and ``manifest.json`` (``schema_version``,
-counts, provenance, the creating command, file hashes, :func:`~unifar.construction.ftu_statistics.ftu_statistics`).
+:class:`~unifar.datasets.ftu.FTU` per line, with its optional teacher list) and ``manifest.json`` (``schema_version``,
+counts, provenance, the creating command, file hashes, :func:`~unifar.datasets.ftu_statistics.ftu_statistics`).
 :func:`write_ftus` writes into a temporary sibling folder and renames it into place;
 :func:`load_ftus` checks the schema version, every line, the counts and that every referenced
 document exists, naming file and line in its errors.
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from .. import __version__
-from ..datasets.readers import iter_lines, read_json
 from ..files import atomic_dir, sha256_file
 from .ftu import FTU, validate_document
 from .ftu_statistics import ftu_statistics
+from .readers import iter_lines, read_json
 
 __all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "FTUDataset", "write_ftus", "load_ftus"]
 
