@@ -31,9 +31,9 @@ GROUPS: list[tuple[str, list[str]]] = [
     ("Searching a corpus of papers", ["search"]),
     ("Related methods: FLeW and multi-objective bi-encoders",
      ["bi_encoder", "bi_encoder_losses", "flew", "multi_objective"]),
-    ("Dataset loaders", ["datasets"]),
+    ("Dataset loaders, the FTU format and the leakage guard", ["datasets"]),
     ("Training-data construction (paper section 4.1)", ["construction"]),
-    ("Sentence embeddings of rhetorical function (SciToricsBERT)", ["rhetoric"]),
+    ("Sentence embeddings of rhetorical function (SciToricsBERT) and the facet labellers", ["rhetoric"]),
     ("The book: chapters, reported numbers and figures", ["book", "paper", "summary", "plots"]),
     ("Shared foundations and the command line", ["facets", "runtime", "typecheck", "files", "cli"]),
 ]

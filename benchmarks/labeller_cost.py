@@ -6,10 +6,10 @@ ways, on the same CSFCube papers (titles and sentences, their shipped labels dro
 untrained UniFAR on the shipped MiniLM, one process, ``encode_corpus`` into a fresh folder:
 
 * ``none``: ``--no-labels`` (dense search and whole-text BM25 only);
-* ``sentence``: a :class:`~unifar.construction.labeller.FacetLabeller` (a linear head over each
+* ``sentence``: a :class:`~unifar.rhetoric.labeller.FacetLabeller` (a linear head over each
   sentence embedded alone by the frozen MiniLM at 64 tokens: a second pass over every sentence);
   the head is fitted here on CSAbstruct train (its weights do not change the time);
-* ``in-context``: the shipped labeller (:class:`~unifar.construction.context_labeller.InContextLabeller`),
+* ``in-context``: the shipped labeller (:class:`~unifar.rhetoric.context_labeller.InContextLabeller`),
   labels from the sentence states of the pass that encodes the papers.
 
 Each is run ``--repeats`` times (the first of all runs warms the caches and is discarded); the
@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from unifar.construction.labeller import FacetLabeller
-    from unifar.construction.labeller_data import csabstruct_training_documents
+    from unifar.rhetoric.labeller import FacetLabeller
+    from unifar.rhetoric.labeller_data import csabstruct_training_documents
     from unifar.datasets.labelled_abstracts import load_csfcube_documents
     from unifar.rhetoric.encoder import SentenceEncoder
     from unifar.search.corpus import read_corpus

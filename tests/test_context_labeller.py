@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unifar.construction.context_labeller import InContextLabeller, base_digest, sentence_features
+from unifar.rhetoric.context_labeller import InContextLabeller, base_digest, sentence_features
 from unifar.facets import FACETS
 from unifar.pooling import sentence_states
 

@@ -1,7 +1,8 @@
 """The package's import graph (issue "The library, third pass"), walked from the source:
 
 * no import cycles between modules, counting the imports inside functions too (a cycle held
-  together by a function-level import is still a cycle: it just fails later, at call time);
+  together by a function-level import is still a cycle: it just fails later, at call time), and
+  none between the subpackages (``construction`` and ``evaluation`` do not import each other);
 * a package-internal import sits inside a function only to keep a light module light: the module
   importing it loads none of :data:`HEAVY` at import time and the module imported does. The two
   command-line dispatchers are the exception: each sub-command imports what it runs, so that
@@ -112,19 +113,25 @@ def is_heavy(module: str) -> bool:
     return False
 
 
-def test_the_import_graph_has_no_cycle():
+def _graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports, at module level or inside functions."""
     graph = defaultdict(set)
     for m in MODULES:
         top, inner, _ = _imports(m)
         graph[m] |= set(top) | {t for targets, _ in inner for t in targets}
         graph[m] -= {p for p in MODULES if m.startswith(p + ".") or p == m}  # a module's own packages
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in graph[v]:
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -141,10 +148,29 @@ def test_the_import_graph_has_no_cycle():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for m in sorted(MODULES):
-        if m not in index:
-            visit(m)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_import_graph_has_no_cycle():
+    cycles = _cycles(_graph())
     assert not cycles, f"these modules import each other (at module level or inside functions): {cycles}"
+
+
+def test_no_two_packages_import_each_other():
+    """``unifar.construction`` may use ``unifar.evaluation`` (mining ranks with its retrievers) or
+    the other way round, not both: the packages form layers (datasets < rhetoric < evaluation <
+    construction, search)."""
+    def package(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+
+    packages = defaultdict(set)
+    for m, targets in _graph().items():
+        packages[package(m)] |= {package(t) for t in targets if package(t) not in (package(m), "unifar")}
+    cycles = _cycles(packages)
+    assert not cycles, f"these packages import each other: {cycles}"
 
 
 def test_function_level_imports_only_keep_a_light_module_light():

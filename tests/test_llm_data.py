@@ -20,7 +20,7 @@ from unifar.construction.labelling import (
     parse_labels,
     parse_labels_detailed,
 )
-from unifar.construction.leakage import (
+from unifar.datasets.leakage import (
     ForbiddenSet,
     LeakageError,
     check_no_leakage,

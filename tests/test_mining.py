@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from unifar.construction.leakage import check_no_leakage, forbidden_from_repo_data
+from unifar.datasets.leakage import check_no_leakage, forbidden_from_repo_data
 from unifar.construction.mining import MiningConfig, build_offline_ftus, mine_facet_triplets
 from unifar.construction.mining_attribution import attribute_facets, citation_triplets
 from unifar.datasets.ftu_files import load_ftus, write_ftus
@@ -174,7 +174,7 @@ def test_written_training_files_pass_the_leakage_guard(small_build, tmp_path):
 
 
 def test_leakage_guard_catches_a_planted_csfcube_paper(small_build, tmp_path):
-    from unifar.construction.leakage import LeakageError
+    from unifar.datasets.leakage import LeakageError
     from unifar.datasets.csfcube import load_csfcube
 
     cube = load_csfcube("data/csfcube", check_texts=False)

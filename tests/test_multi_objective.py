@@ -15,7 +15,7 @@ from tests.conftest import tiny_bert
 from unifar.bi_encoder import BiEncoder, BiEncoderConfig, BiEncoderRetriever
 from unifar.bi_encoder_losses import multiple_negatives_ranking_loss, triplet_margin_loss
 from unifar.caching import TokenStateCache
-from unifar.construction.leakage import ForbiddenSet
+from unifar.datasets.leakage import ForbiddenSet
 from unifar.files import IntegrityError
 from unifar.multi_objective.icrop import crop_spans, icrop_objective
 from unifar.multi_objective.objectives import Example, Objective, drop_leaks, hold_out

@@ -1,5 +1,5 @@
 """SciToricsBERT-style rhetoric embeddings (unifar.rhetoric) and the offline facet labeller
-(unifar.construction.labeller), on a tiny BERT built in code."""
+(unifar.rhetoric.labeller), on a tiny BERT built in code."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from unifar.construction.labeller import FacetLabeller
-from unifar.construction.labeller_data import csabstruct_training_documents, drop_leaking_documents
+from unifar.rhetoric.labeller import FacetLabeller
+from unifar.rhetoric.labeller_data import csabstruct_training_documents, drop_leaking_documents
 from unifar.construction.labelling import SentenceLabeller
-from unifar.construction.leakage import ForbiddenSet
+from unifar.datasets.leakage import ForbiddenSet
 from unifar.facets import FACETS
 from unifar.rhetoric.encoder import SentenceEncoder
 from unifar.rhetoric.finetune import finetune
@@ -428,7 +428,7 @@ def test_leakage_exclusion_removes_exactly_the_overlapping_abstracts():
 
 @pytest.mark.skipif(not (DATA / "csabstruct" / "train.jsonl").exists(), reason="CSAbstruct not in data/")
 def test_csabstruct_csfcube_overlap_is_32_abstracts():
-    from unifar.construction.leakage import forbidden_from_repo_data
+    from unifar.datasets.leakage import forbidden_from_repo_data
 
     fs = forbidden_from_repo_data(include=("csfcube",))
     kept, report = csabstruct_training_documents(("train", "dev", "test"), forbidden=fs)
@@ -490,7 +490,7 @@ def test_stratified_sample_keeps_proportions_and_is_seeded():
 def test_facet_scores_report_cohens_kappa():
     from sklearn.metrics import cohen_kappa_score
 
-    from unifar.construction.labeller_scores import facet_scores
+    from unifar.rhetoric.labeller_scores import facet_scores
 
     gold = ["background", "method", "result", "method", "background", "result"]
     assert facet_scores(gold, gold)["cohen_kappa"] == pytest.approx(1.0)

@@ -153,7 +153,7 @@ def test_an_interrupted_encoding_resumes_where_it_stopped(model, tmp_path, monke
 
 
 def test_a_labeller_labels_papers_given_without_labels(model, tokenizer, tmp_path):
-    from unifar.construction.labeller import FacetLabeller
+    from unifar.rhetoric.labeller import FacetLabeller
     from unifar.rhetoric.encoder import SentenceEncoder
 
     from .conftest import tiny_bert
@@ -182,7 +182,7 @@ def test_an_in_context_labeller_labels_from_the_encoding_pass(model, make_model,
     """The in-context labeller reads the sentence states of the pass that encodes the papers (no
     second pass), in Index.add and in encode_corpus alike, and runs its own pass only for a model
     whose base differs."""
-    from unifar.construction.context_labeller import InContextLabeller
+    from unifar.rhetoric.context_labeller import InContextLabeller
     from unifar.search.encode import label_documents, load_labeller
 
     lab = InContextLabeller(model, C=100.0).fit(papers())
@@ -460,7 +460,7 @@ def test_the_shipped_default_labeller_labels_sentences_sensibly():
     pass of a model on the shipped MiniLM, and labels real abstracts of CSAbstruct test as its
     record says (a hand-made three-sentence abstract is no fair check: its position feature
     expects the result at the end of a longer abstract, chapter 2)."""
-    from unifar.construction.context_labeller import InContextLabeller
+    from unifar.rhetoric.context_labeller import InContextLabeller
     from unifar.search.encode import DEFAULT_LABELLER, load_labeller, shares_pass
     from unifar.search.models import load_model
 

@@ -13,9 +13,9 @@ Two walks through the library, each module visited once, in order:
   :mod:`unifar.objective` (``ftu_objective``: L_total of :mod:`unifar.losses`) -> :mod:`unifar.train`
   (the loop: AdamW step of :mod:`unifar.optim`, checkpoints of :mod:`unifar.checkpoints`).
 
-Around them: :mod:`unifar.datasets` (loaders), :mod:`unifar.construction` (section 4.1's training
-data), :mod:`unifar.rhetoric` (SciToricsBERT sentence embeddings), :mod:`unifar.paper` (the papers'
-reported numbers), :mod:`unifar.book` (what the chapters share). The model and its config load
+Around them: :mod:`unifar.datasets` (loaders, the FTU format, the leakage guard),
+:mod:`unifar.construction` (section 4.1's training data), :mod:`unifar.rhetoric` (SciToricsBERT
+sentence embeddings and the facet labellers), :mod:`unifar.paper` (the papers' reported numbers), :mod:`unifar.book` (what the chapters share). The model and its config load
 lazily, so that torch-free tools (the CSFCube command line on ranking files) start fast.
 
 >>> from unifar import UniFAR, UniFARConfig

@@ -5,7 +5,7 @@ the attention that explains them and, on request, the base's in-context sentence
 :func:`encode_batched`; a frozen base's states can come from a
 :class:`~unifar.caching.TokenStateCache`. The sentence states (section 3.1,
 ``S_i = MeanPool(T_{S_i})``) are what the sentence branch attends over; a labeller that reads
-them (:class:`~unifar.construction.context_labeller.InContextLabeller`) labels a document's
+them (:class:`~unifar.rhetoric.context_labeller.InContextLabeller`) labels a document's
 sentences from the same pass that encodes it.
 """
 
@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from .pooling import length_order
-from .pooling import sentence_states as pool_sentences
+from .pooling import length_order, sentence_states as pool_sentences
 from .text import EncodedInput, collate
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ def encode_batched(
     ids so that the base encoder runs once per input for all of them. ``sentence_states``
     also returns the base's in-context sentence states (what the sentence branch attends
     over), for a labeller that reads them from this pass
-    (:class:`~unifar.construction.context_labeller.InContextLabeller`).
+    (:class:`~unifar.rhetoric.context_labeller.InContextLabeller`).
     """
     from tqdm import tqdm
 

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     labeller_info = None
     if args.labeller:
-        from unifar.construction.labeller import FacetLabeller
+        from unifar.rhetoric.labeller import FacetLabeller
 
         labeller = FacetLabeller.load(args.labeller, device="cpu")
         predicted = labeller.label_documents(docs)

@@ -7,17 +7,17 @@ saved (``labeller.json`` + ``head.safetensors``; the encoder is loaded by name),
 chapter 2's fine-tuned labeller, which carries its encoder:
 
 * ``--kind in-context`` (shipped): over each sentence's in-context state in UniFAR's own pass
-  at 512 tokens (:class:`unifar.construction.context_labeller.InContextLabeller`), so that
+  at 512 tokens (:class:`unifar.rhetoric.context_labeller.InContextLabeller`), so that
   `unifar encode` labels from the pass that encodes the papers;
 * ``--kind sentence`` (shipped until 2026-11): over each sentence embedded alone at 64 tokens
-  (:class:`unifar.construction.labeller.FacetLabeller`, chapter 2's ``minilm base, linear``); its
+  (:class:`unifar.rhetoric.labeller.FacetLabeller`, chapter 2's ``minilm base, linear``); its
   record is ``results/search/sentence_labeller.json``.
 
 Both are trained and scored the same way:
 
 * training: every facet-labelled sentence of CSAbstruct train, without the abstracts that are
-  CSFCube papers (:func:`unifar.construction.labeller_data.csabstruct_training_documents`);
-* ``C``: chosen on CSAbstruct dev macro-F1 (:func:`unifar.construction.labeller_scores.choose_regularisation`);
+  CSFCube papers (:func:`unifar.rhetoric.labeller_data.csabstruct_training_documents`);
+* ``C``: chosen on CSAbstruct dev macro-F1 (:func:`unifar.rhetoric.labeller_scores.choose_regularisation`);
 * reported: macro-F1 on CSAbstruct dev and test, PubMedQA's and CSFCube's labelled sentences, beside
   chapter 2's labellers of its ``full`` profile (``results/ch02/full/rhetoric.json``).
 
@@ -37,9 +37,9 @@ from pathlib import Path
 
 def sentence_head(args: argparse.Namespace, docs: dict, meta: dict) -> tuple:
     """A linear head over each sentence embedded alone by the frozen encoder (mean pooling)."""
-    from unifar.construction.labeller import FacetLabeller
-    from unifar.construction.labeller_data import labelled_sentences
-    from unifar.construction.labeller_scores import choose_regularisation, facet_scores
+    from unifar.rhetoric.labeller import FacetLabeller
+    from unifar.rhetoric.labeller_data import labelled_sentences
+    from unifar.rhetoric.labeller_scores import choose_regularisation, facet_scores
     from unifar.rhetoric.encoder import SentenceEncoder
 
     sets = {name: labelled_sentences(d) for name, d in docs.items()}
@@ -59,9 +59,9 @@ def sentence_head(args: argparse.Namespace, docs: dict, meta: dict) -> tuple:
 
 def in_context_head(args: argparse.Namespace, docs: dict, meta: dict) -> tuple:
     """A linear head over the in-context sentence states of UniFAR's base pass (the base is the
-    frozen encoder), each set encoded once (:class:`unifar.construction.context_labeller.InContextLabeller`)."""
-    from unifar.construction.context_labeller import InContextLabeller
-    from unifar.construction.labeller_scores import choose_regularisation
+    frozen encoder), each set encoded once (:class:`unifar.rhetoric.context_labeller.InContextLabeller`)."""
+    from unifar.rhetoric.context_labeller import InContextLabeller
+    from unifar.rhetoric.labeller_scores import choose_regularisation
 
     base = InContextLabeller.for_base(args.model, args.max_tokens, progress=True)
     enc = {name: base.encode(d) for name, d in docs.items()}
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     args.max_tokens = args.max_tokens or (64 if args.kind == "sentence" else 512)
 
-    from unifar.construction.labeller_data import csabstruct_training_documents, labelled_sentences
-    from unifar.construction.leakage import forbidden_from_repo_data
+    from unifar.rhetoric.labeller_data import csabstruct_training_documents, labelled_sentences
+    from unifar.datasets.leakage import forbidden_from_repo_data
     from unifar.datasets.labelled_abstracts import load_csabstruct, load_csfcube_documents
     from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.files import write_json

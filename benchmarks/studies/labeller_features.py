@@ -1,6 +1,6 @@
 """Which features of UniFAR's in-context sentence states should the shipped labeller's head read?
 
-A one-off dev comparison behind :func:`unifar.construction.context_labeller.document_features`:
+A one-off dev comparison behind :func:`unifar.rhetoric.context_labeller.document_features`:
 a linear head (C in 0.3, 1, 3) on CSAbstruct train, scored by macro-F1 on CSAbstruct dev (the
 choice) and, for a look at another domain, on 400 PubMedQA abstracts, over the states ``S``
 (L2-normalised), the states centred on their abstract's mean ``C``, both ``SC``, and both plus
@@ -11,13 +11,13 @@ the relative position ``SP`` (the shipped choice). Prints a table (about 4 min o
 import torch
 import torch.nn.functional as F
 from pathlib import Path
-from unifar.construction.context_labeller import InContextLabeller
-from unifar.construction.labeller import fit_linear_head
-from unifar.construction.labeller_data import csabstruct_training_documents
-from unifar.construction.leakage import forbidden_from_repo_data
+from unifar.rhetoric.context_labeller import InContextLabeller
+from unifar.rhetoric.labeller import fit_linear_head
+from unifar.rhetoric.labeller_data import csabstruct_training_documents
+from unifar.datasets.leakage import forbidden_from_repo_data
 from unifar.datasets.labelled_abstracts import load_csabstruct
 from unifar.datasets.pubmedqa import load_pubmedqa
-from unifar.construction.labeller_scores import facet_scores
+from unifar.rhetoric.labeller_scores import facet_scores
 from unifar.facets import FACETS
 root=Path("data")
 forb=forbidden_from_repo_data(root, include=("csfcube",))

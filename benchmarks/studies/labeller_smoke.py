@@ -51,11 +51,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     from unifar.runtime import machine_facts
     from unifar.datasets.labelled_abstracts import load_csabstruct
-    from unifar.construction.labeller import FacetLabeller
-    from unifar.construction.labeller_data import csabstruct_training_documents
-    from unifar.construction.labeller_scores import facet_scores
+    from unifar.rhetoric.labeller import FacetLabeller
+    from unifar.rhetoric.labeller_data import csabstruct_training_documents
+    from unifar.rhetoric.labeller_scores import facet_scores
     from unifar.facets import FACETS
-    from unifar.construction.leakage import forbidden_from_repo_data
+    from unifar.datasets.leakage import forbidden_from_repo_data
     from unifar.rhetoric.encoder import SentenceEncoder
     from unifar.rhetoric.finetune import finetune
     from unifar.rhetoric.retrieval import retrieval_scores

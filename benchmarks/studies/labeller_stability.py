@@ -2,7 +2,7 @@
 
 Chapter 2 picks the facet labeller's ``C`` on CSAbstruct dev. CI once picked another ``C`` than
 the committed run, on the same data. This script shows why: it fits the linear head of
-:class:`unifar.construction.labeller.FacetLabeller` on chapter 2's labeller sample (base MiniLM, default
+:class:`unifar.rhetoric.labeller.FacetLabeller` on chapter 2's labeller sample (base MiniLM, default
 profile: 1,500 CSAbstruct train sentences, 'other' dropped; dev: 200 sentences), once on the
 embeddings as they are and ``--trials - 1`` times with Gaussian noise of ``--noise`` added (the
 size of the differences between two CPUs' BLAS), for each ``C`` and L-BFGS tolerance. It reports
@@ -40,11 +40,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar.datasets.labelled_abstracts import load_csabstruct
-    from unifar.construction.labeller import FacetLabeller
-    from unifar.construction.labeller_data import csabstruct_training_documents
-    from unifar.construction.labeller_scores import facet_scores
+    from unifar.rhetoric.labeller import FacetLabeller
+    from unifar.rhetoric.labeller_data import csabstruct_training_documents
+    from unifar.rhetoric.labeller_scores import facet_scores
     from unifar.facets import FACETS
-    from unifar.construction.leakage import forbidden_from_repo_data
+    from unifar.datasets.leakage import forbidden_from_repo_data
     from unifar.files import write_json
     from unifar.rhetoric.encoder import SentenceEncoder
     from unifar.rhetoric.sampling import stratified_sample

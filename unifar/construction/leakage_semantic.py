@@ -1,7 +1,7 @@
 """Semantic overlap between training and evaluation documents: for every training document, the
 evaluation document whose embedding is closest (cosine).
 
-It looks for what the exact leakage guard (:mod:`unifar.construction.leakage`) cannot see:
+It looks for what the exact leakage guard (:mod:`unifar.datasets.leakage`) cannot see:
 paraphrases, re-worded or translated abstracts and same-topic papers; a high cosine is a reason
 to read the pair, not proof of leakage (two abstracts on one topic can be very close).
 """

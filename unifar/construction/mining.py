@@ -295,7 +295,7 @@ def build_offline_ftus(
     used for topical neighbours and facet attribution, and, with ``config.signal == "hybrid"``,
     as the dense half of the teacher score that picks positives.
     ``labeller``: anything with ``label_documents(docs)`` (the offline
-    :class:`~unifar.construction.labeller.FacetLabeller` or the table-6 :class:`~unifar.construction.labelling.LLMLabeller`).
+    :class:`~unifar.rhetoric.labeller.FacetLabeller` or the table-6 :class:`~unifar.construction.labelling.LLMLabeller`).
     ``questions``: the generator for facets without a real question (default: independent
     cropping; :class:`~unifar.construction.questions.LLMQuestionGenerator` for the paper's table 5).
     """

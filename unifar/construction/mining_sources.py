@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..datasets import labelled_abstracts, pubmedqa, scirepeval
+from ..datasets.leakage import find_leaks, forbidden_from_repo_data
 from ..evaluation.texts import document_text
-from .leakage import find_leaks, forbidden_from_repo_data
 
 __all__ = ["SOURCES", "load_training_documents", "label_unlabelled", "whole_text", "sample_pool"]
 
@@ -63,7 +63,7 @@ def load_training_documents(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Documents of the offline training sources ``{id: doc}`` and a report (counts per source,
     documents dropped by the leakage guard). ``forbidden``: a
-    :class:`~unifar.construction.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
+    :class:`~unifar.datasets.leakage.ForbiddenSet` (default: built from ``data_dir``)."""
     root = Path(data_dir) if data_dir is not None else None
     sub = (lambda name: root / name) if root is not None else (lambda name: None)
     if forbidden is None:

@@ -28,7 +28,7 @@ _CSFCUBE_LABEL = {
 
 class LabelledFacetBM25Retriever(FacetBM25Retriever):
     """Facet-BM25 (:class:`~unifar.evaluation.retrievers.FacetBM25Retriever`) on the sentence
-    labels of chapter 2's labeller (:class:`unifar.construction.labeller.FacetLabeller`, a saved
+    labels of chapter 2's labeller (:class:`unifar.rhetoric.labeller.FacetLabeller`, a saved
     folder) instead of the labels CSFCube ships: what a user's own corpus gets. The labels of the
     collection are stored in ``cache_dir`` (keyed by the labeller's files and the texts) and reused.
     """
@@ -73,7 +73,7 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
         )
         if path is not None and path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
-        from ..construction.labeller import FacetLabeller
+        from ..rhetoric.labeller import FacetLabeller
 
         pids = sorted(papers)
         labeller = FacetLabeller.load(self.labeller_dir, device="cpu")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..construction.leakage import ForbiddenSet, normalise_text
+from ..datasets.leakage import ForbiddenSet, normalise_text
 from ..evaluation.texts import document_text
 from .objectives import ICROP, Example, Objective, drop_leaks
 

@@ -14,8 +14,8 @@ texts and a stream over them (reshuffled every epoch; ICrop crops anew,
   document and each of its facet positives, a facet negative as hard negative).
 
 Leakage guard (:func:`drop_leaks`): every example whose question or any of whose documents is
-evaluation material is dropped, by the FTUs' guard :func:`unifar.construction.leakage.find_leaks`
-against :func:`unifar.construction.leakage.forbidden_from_repo_data` (every CSFCube and Cranfield
+evaluation material is dropped, by the FTUs' guard :func:`unifar.datasets.leakage.find_leaks`
+against :func:`unifar.datasets.leakage.forbidden_from_repo_data` (every CSFCube and Cranfield
 paper and question, PubMedQA's test half, SciRepEval search's test half). The builders run it by
 default; ``stats["dropped_leaks"]`` counts what it removed. Documents become text as
 ``title + sep + abstract`` (:func:`unifar.evaluation.texts.document_text`); pass the model's
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..construction.leakage import ForbiddenSet, find_leaks, forbidden_from_repo_data
+from ..datasets.leakage import ForbiddenSet, find_leaks, forbidden_from_repo_data
 from ..evaluation.texts import document_text
 
 __all__ = [
@@ -122,7 +122,7 @@ def hold_out(objective: Objective, n: int, seed: int = 0) -> Objective:
 @lru_cache(maxsize=4)
 def repo_forbidden(data_dir: str | None = None) -> ForbiddenSet:
     """The evaluation material of ``data/``
-    (:func:`~unifar.construction.leakage.forbidden_from_repo_data`), built once per process."""
+    (:func:`~unifar.datasets.leakage.forbidden_from_repo_data`), built once per process."""
     return forbidden_from_repo_data(data_dir)
 
 

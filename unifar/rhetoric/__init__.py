@@ -24,6 +24,18 @@ close together. Its ingredients and its evaluation, one module each:
   :func:`~unifar.rhetoric.retrieval.chance_retrieval_scores`, their expected values for a
   random ranking.
 
+The facet labellers that chapter 2 builds on such sentence states, and that chapter 3 and the
+search label sentences with (background, method or result), are here too:
+
+* :mod:`unifar.rhetoric.labeller` -- :class:`~unifar.rhetoric.labeller.FacetLabeller`, a linear
+  head over a (fine-tuned) sentence encoder, each sentence embedded alone;
+* :mod:`unifar.rhetoric.context_labeller` --
+  :class:`~unifar.rhetoric.context_labeller.InContextLabeller`, a linear head over UniFAR's
+  in-context sentence states (``unifar encode``'s default: it rides on the encoding pass);
+* :mod:`unifar.rhetoric.labeller_data` -- their training sentences (CSAbstruct, with the
+  evaluation papers removed by :mod:`unifar.datasets.leakage`), and
+  :mod:`unifar.rhetoric.labeller_scores` -- macro-F1 and the choice of the regularisation.
+
 Where this reproduction departs from the paper, and why:
 
 * **Pooling.** SciToricsBERT takes the [CLS] vector of SciBERT; here the base encoders are

@@ -34,10 +34,10 @@ from typing import Any
 
 import torch
 
-from ..construction.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
-from ..construction.labeller import CONFIG_NAME, FacetLabeller
 from ..facets import FACETS
 from ..files import atomic_file, display_path, sha256_file, write_json
+from ..rhetoric.context_labeller import FORMAT as CONTEXT_FORMAT, InContextLabeller
+from ..rhetoric.labeller import CONFIG_NAME, FacetLabeller
 from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
                      verify_encoding, writing)
 from .models import load_model, model_digest, model_facts, model_spec  # noqa: F401 -- re-exported
@@ -65,8 +65,8 @@ class Encoding:
 
 def load_labeller(path: str | os.PathLike[str] | None) -> Any:
     """The offline sentence labeller in ``path`` (a
-    :class:`~unifar.construction.labeller.FacetLabeller`, or an
-    :class:`~unifar.construction.context_labeller.InContextLabeller` by its ``format``), by
+    :class:`~unifar.rhetoric.labeller.FacetLabeller`, or an
+    :class:`~unifar.rhetoric.context_labeller.InContextLabeller` by its ``format``), by
     default the shipped one (:data:`DEFAULT_LABELLER`; chapter 2's fine-tuned one
     is ``artifacts/ch02/<profile>/labeller``); a clear error naming the options when there is none."""
     folder = Path(path) if path is not None else DEFAULT_LABELLER
@@ -87,7 +87,7 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
 
 def shares_pass(labeller: Any | None, model: Any) -> bool:
     """Whether ``labeller`` labels from ``model``'s own encoding pass (an
-    :class:`~unifar.construction.context_labeller.InContextLabeller` on the same base)."""
+    :class:`~unifar.rhetoric.context_labeller.InContextLabeller` on the same base)."""
     shares = getattr(labeller, "shares_pass_with", None)  # duck-typed: no import for a FacetLabeller
     return shares is not None and bool(shares(model))
 

@@ -8,8 +8,8 @@ of evaluation (:func:`labelled_sentences`).
 **Leakage.** 32 CSAbstruct abstracts are CSFCube papers (CSAbstruct was drawn from the same
 Semantic Scholar pool): 21 in ``train``, 8 in ``dev``, 3 in ``test``. CSFCube is an evaluation
 benchmark, so they must not train the labeller (the leakage rule: no evaluation document or question enters training data).
-:func:`csabstruct_training_documents` finds them with :func:`unifar.construction.leakage.find_leaks`
-against :func:`~unifar.construction.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
+:func:`csabstruct_training_documents` finds them with :func:`unifar.datasets.leakage.find_leaks`
+against :func:`~unifar.datasets.leakage.forbidden_from_repo_data` (CSAbstruct has no titles and
 no S2 ids, so they are caught by their text: the whole normalised abstract equal to a CSFCube
 abstract, or at least two shared long sentences) and drops them.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..datasets.labelled_abstracts import load_csabstruct
+from ..datasets.leakage import ForbiddenSet, LeakageReport, find_leaks, forbidden_from_repo_data
 from ..facets import FACETS
-from .leakage import ForbiddenSet, LeakageReport, find_leaks, forbidden_from_repo_data
 
 __all__ = ["drop_leaking_documents", "csabstruct_training_documents", "labelled_sentences"]
 
@@ -29,7 +29,7 @@ __all__ = ["drop_leaking_documents", "csabstruct_training_documents", "labelled_
 def drop_leaking_documents(
     docs: Sequence[Mapping[str, Any]], forbidden: ForbiddenSet
 ) -> tuple[list[Mapping[str, Any]], LeakageReport]:
-    """The documents that do not leak (:func:`~unifar.construction.leakage.find_leaks`), in order, and
+    """The documents that do not leak (:func:`~unifar.datasets.leakage.find_leaks`), in order, and
     the report of those that do."""
     docs = list(docs)
     report = find_leaks(docs, forbidden)
@@ -44,7 +44,7 @@ def csabstruct_training_documents(
     forbidden: ForbiddenSet | None = None,
 ) -> tuple[list[dict[str, Any]], LeakageReport]:
     """CSAbstruct documents of ``splits`` without the CSFCube papers (and any other evaluation
-    material of ``forbidden``, default :func:`~unifar.construction.leakage.forbidden_from_repo_data`).
+    material of ``forbidden``, default :func:`~unifar.datasets.leakage.forbidden_from_repo_data`).
 
     Returns the kept documents and the leakage report (``report.hits`` names the dropped ids:
     21 of ``train`` with the repository's data)."""

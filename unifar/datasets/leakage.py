@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..datasets.csfcube import load_csfcube
+from .csfcube import load_csfcube
 
 __all__ = [
     "normalise_text",
@@ -218,7 +218,7 @@ def check_no_leakage(
     """Check an FTU folder (path) or a loaded :class:`~unifar.datasets.ftu_files.FTUDataset`: every
     document and every question. Raises :class:`LeakageError` on any hit unless
     ``raise_on_leak`` is False."""
-    from ..datasets.ftu_files import FTUDataset, load_ftus
+    from .ftu_files import FTUDataset, load_ftus
 
     data = training if isinstance(training, FTUDataset) else load_ftus(training, verify_hashes=False)
     questions = [
@@ -301,7 +301,7 @@ def _add_cranfield(fs: ForbiddenSet, folder: Path) -> None:
 
 
 def _add_scirepeval_search_test(fs: ForbiddenSet, folder: Path) -> None:
-    from ..datasets.scirepeval import load_scirepeval_search, split_scirepeval_search
+    from .scirepeval import load_scirepeval_search, split_scirepeval_search
 
     test = split_scirepeval_search(load_scirepeval_search(folder), "test")
     for q in test.questions:

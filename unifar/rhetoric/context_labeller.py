@@ -2,12 +2,12 @@
 sentence's *in-context* state, so that `unifar encode` labels a document from the pass that
 encodes it.
 
-:class:`~unifar.construction.labeller.FacetLabeller` embeds every sentence again, alone, with a
+:class:`~unifar.rhetoric.labeller.FacetLabeller` embeds every sentence again, alone, with a
 separate encoder: a second pass over the corpus (about half of `unifar encode`'s time,
 ``benchmarks/labeller_cost.py``). UniFAR's base already computes, for every sentence of a
 document, the mean of its token states *within the whole document* (section 3.1, ``S_i = MeanPool(T_{S_i})``, the states
 the sentence branch attends over; :func:`unifar.pooling.sentence_states`). This labeller is a
-multinomial logistic regression (:func:`~unifar.construction.labeller.fit_linear_head`) on
+multinomial logistic regression (:func:`~unifar.rhetoric.labeller.fit_linear_head`) on
 features of those states (:func:`document_features`): for sentence ``i`` of ``n`` kept::
 
     x_i = [ s_i / |s_i| ;  (s_i - s_bar) / |s_i - s_bar| ;  i / (n - 1) ],   p(c | x_i) = softmax(W x_i + b)_c
@@ -193,7 +193,7 @@ class InContextLabeller:
         return out
 
     def evaluate(self, docs: Sequence[Mapping[str, Any]], encoding: Any = None) -> dict[str, Any]:
-        """:func:`~unifar.construction.labeller_scores.facet_scores` on the facet-labelled sentences
+        """:func:`~unifar.rhetoric.labeller_scores.facet_scores` on the facet-labelled sentences
         of ``docs``; a sentence without a state counts as a wrong answer."""
         gold, pred = [], []
         for doc, labels in zip(docs, self.label_documents(docs, encoding)):

@@ -16,9 +16,9 @@ method -> method, result -> result; ``other`` sentences are left out of training
 evaluation. The labeller predicts a facet for every sentence (never ``None``) unless
 ``min_confidence`` is set, below which it answers ``None``.
 
-**Leakage.** The training documents (:mod:`unifar.construction.labeller_data`) leave out the
+**Leakage.** The training documents (:mod:`unifar.rhetoric.labeller_data`) leave out the
 CSAbstruct abstracts that are CSFCube papers; the dropped ids are kept in the labeller's
-metadata and saved with it. Its scores are :mod:`unifar.construction.labeller_scores`.
+metadata and saved with it. Its scores are :mod:`unifar.rhetoric.labeller_scores`.
 
 Saved as a folder: ``labeller.json`` (head, hyper-parameters, facets, encoder source, training
 metadata), ``head.safetensors`` (``W``/``b``, or the kNN memory ``embeddings``/``labels``) and,
@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ..facets import FACETS
-from ..rhetoric.encoder import SentenceEncoder
+from .encoder import SentenceEncoder
 from .labeller_data import labelled_sentences
 from .labeller_scores import facet_scores
 
@@ -277,7 +277,7 @@ class FacetLabeller:
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self, docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """:func:`~unifar.construction.labeller_scores.facet_scores` of this labeller on the facet-labelled sentences of ``docs``
+        """:func:`~unifar.rhetoric.labeller_scores.facet_scores` of this labeller on the facet-labelled sentences of ``docs``
         (gold ``None``, e.g. CSAbstruct's ``other``, skipped)."""
         sents, gold = labelled_sentences(docs)
         return facet_scores(gold, self.predict_sentences(sents))
