@@ -218,6 +218,8 @@ def test_cli_evaluate_all_writes_json(tiny_unifar, tmp_path, capsys):
         (["all", "--systems", "bm25", "--method", "mean"], "--method apply to 'evaluate csfcube'"),
         (["all"], "give --model"),
         (["all", "--systems", "bm25", "--n-resamples", "0"], "--n-resamples must be positive"),
+        (["all", "--systems", "bm25", "--batch-size", "0"], "--batch-size must be positive, got 0"),
+        (["all", "--model", "minilm", "--max-length", "4"], "--max-length must be at least 8, got 4"),
         (["csfcube", "--model", "minilm", "--systems", "bm25"], "--systems apply to 'evaluate all'"),
     ],
 )
@@ -229,6 +231,17 @@ def test_cli_all_errors_are_one_line(argv, message, capsys):
     assert exc.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("unifar evaluate: error:") and message in last
+
+
+def test_eval_options_check_their_values_and_name_unknown_overrides():
+    opts = runner.EvalOptions(csfcube_split="dev", n_resamples=50)
+    assert runner.EvalOptions.with_overrides(opts, {"seed": 3}) == runner.EvalOptions(
+        csfcube_split="dev", n_resamples=50, seed=3)
+    assert opts.loader_options()["csfcube_split"] == "dev" and opts.recorded()["doris_levels"] is None
+    with pytest.raises(ValueError, match="scirepeval_part must be"):
+        runner.EvalOptions(scirepeval_part="val")
+    with pytest.raises(TypeError, match=r"unknown evaluation option\(s\) \['n_resample'\]; the options are base_model"):
+        runner.evaluate_all(None, ["bm25"], ["cranfield"], n_resample=10)
 
 
 def test_retrievers_on_one_frozen_base_share_token_states(make_model):

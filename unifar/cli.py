@@ -248,29 +248,28 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     given = [f"--{k.replace('_', '-')}" for k in _CSFCUBE_ONLY if getattr(args, k) is not None]
     if given:
         parser.error(f"{', '.join(given)} apply to 'evaluate csfcube', not to 'evaluate all'")
-    if args.max_length is not None and args.max_length < 8:
-        parser.error(f"--max-length must be at least 8, got {args.max_length}")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be positive, got {args.batch_size}")
-    if args.n_resamples < 1:
-        parser.error(f"--n-resamples must be positive, got {args.n_resamples}")
     if args.allow_partial:
         parser.error("--allow-partial applies to 'evaluate csfcube --rankings', not to 'evaluate all'")
     _check_device_and_models(args.device, args.model, args.base_model)
     from .evaluation.report import format_results
-    from .evaluation.runner import evaluate_all, save_results
+    from .evaluation.runner import EvalOptions, evaluate_all, save_results
 
     systems = _split_list(args.systems)
     if args.model is None and (systems is None or any(s != "bm25" for s in systems)):
         parser.error("give --model MODEL (a base encoder name or a UniFAR checkpoint folder), or --systems bm25")
-    result = evaluate_all(
-        args.model, systems=systems, benchmarks=_split_list(args.benchmarks), base_model=args.base_model,
-        max_length=args.max_length, batch_size=args.batch_size, device=args.device, doris_mae=args.doris_mae,
-        doris_levels=_split_list(args.doris_levels) or (), litsearch=args.litsearch, csfcube_split=args.split,
-        scirepeval_part=args.scirepeval_part, exclude_self=args.exclude_self, query_title=not args.no_query_title,
-        data_dirs={"csfcube": args.data_dir} if args.data_dir else None, n_resamples=args.n_resamples, seed=args.seed,
-        show_progress=not args.no_progress, cache_dir=args.cache_dir,
-    )
+    try:
+        options = EvalOptions(
+            base_model=args.base_model, max_length=args.max_length, batch_size=args.batch_size, device=args.device,
+            show_progress=not args.no_progress, csfcube_split=args.split, scirepeval_part=args.scirepeval_part,
+            exclude_self=args.exclude_self, query_title=not args.no_query_title,
+            data_dirs={"csfcube": args.data_dir} if args.data_dir else None, doris_mae=args.doris_mae,
+            doris_levels=_split_list(args.doris_levels) or (), litsearch=args.litsearch,
+            n_resamples=args.n_resamples, seed=args.seed, cache_dir=args.cache_dir,
+        )
+    except ValueError as err:  # name the flag, not the field
+        field = str(err).split(" ", 1)[0]
+        parser.error(f"--{field.replace('_', '-')} {str(err).split(' ', 1)[1]}")
+    result = evaluate_all(args.model, systems, _split_list(args.benchmarks), options)
     print(format_results(result))
     print(f"wall time {result['meta']['wall_seconds']:.1f} s")
     if args.json:

@@ -30,6 +30,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from .bootstrap import N_RESAMPLES, bootstrap_ci
 from .csfcube import csfcube_scores, csfcube_strata, fold_names, rank_pools
 from .systems import build_retrievers, public_model, share_frozen_base
 
-__all__ = ["FORMAT", "evaluate_all", "load_results", "save_results", "score_csfcube_ranking"]
+__all__ = ["FORMAT", "EvalOptions", "evaluate_all", "load_results", "save_results", "score_csfcube_ranking"]
 
 FORMAT = "unifar-eval/1"
 
@@ -196,81 +197,132 @@ def _meta(facts: Mapping[str, Any], retrievers: Sequence[Any], loaded: Sequence[
     }
 
 
-def _benchmark_options(data_dirs: Mapping[str, str] | None, doris_mae: Any, doris_levels: Sequence[str],
-                       litsearch: Any, csfcube_split: str, scirepeval_part: str, exclude_self: bool) -> dict[str, Any]:
-    """The loaders' options, checked before anything is loaded."""
-    if csfcube_split not in ("test", "dev"):
-        raise ValueError(f"csfcube_split must be 'test' or 'dev', got {csfcube_split!r}")
-    if scirepeval_part not in ("test", "train", "all"):
-        raise ValueError(f"scirepeval_part must be 'test', 'train' or 'all', got {scirepeval_part!r}")
-    dirs = dict(data_dirs or {})
-    return {
-        "csfcube_dir": dirs.get("csfcube"), "cranfield_dir": dirs.get("cranfield"), "pubmedqa_dir": dirs.get("pubmedqa"),
-        "scirepeval_dir": dirs.get("scirepeval"), "doris_mae": doris_mae, "doris_levels": tuple(doris_levels),
-        "litsearch": litsearch, "csfcube_split": csfcube_split, "scirepeval_part": scirepeval_part,
-        "exclude_self": exclude_self,
-    }
+@dataclass(frozen=True)
+class EvalOptions:
+    """How :func:`evaluate_all` builds the systems and reads the benchmarks (the command line's
+    ``evaluate all`` flags, one field each). Checked when made: a bad value names its field.
+
+    * ``base_model``: the base encoder of the untrained and mean-pooling systems (default: the
+      trained model's own); ``max_length``: tokens per input (default: the model's own, 512);
+      ``batch_size``, ``device``, ``show_progress``: how encoding runs;
+    * ``csfcube_split``: ``test`` (2-fold, reported) or ``dev`` (fold1_dev, for tuning);
+      ``scirepeval_part``: ``test`` (reported), ``train`` or ``all``; ``exclude_self``: drop a
+      CSFCube query paper from its own pool; ``query_title``: the facet-restricted query keeps
+      the title;
+    * ``data_dirs``: data folders instead of the shipped ones (``{"csfcube": DIR, "cranfield":
+      DIR, ...}``); ``doris_mae``, ``doris_levels``, ``litsearch``: the external benchmarks'
+      files (not shipped), evaluated when given;
+    * ``n_resamples``, ``seed``: the 95 % bootstrap intervals over queries;
+    * ``cache_dir``: mean-pooling embeddings and frozen-base token states are stored there and
+      reused by a later identical encoding (chapter 5 reuses chapter 1's CSFCube embeddings);
+      results are unchanged;
+    * ``labeller``: chapter 2's sentence labeller folder, for the ``hybrid-mean-labeller``
+      system (:mod:`unifar.evaluation.hybrid`).
+
+    >>> EvalOptions(batch_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size must be positive, got 0
+    """
+
+    base_model: str | None = None
+    max_length: int | None = None
+    batch_size: int = 32
+    device: str | None = None
+    show_progress: bool = True
+    csfcube_split: str = "test"
+    scirepeval_part: str = "test"
+    exclude_self: bool = False
+    query_title: bool = True
+    data_dirs: Mapping[str, str] | None = None
+    doris_mae: str | os.PathLike[str] | None = None
+    doris_levels: Sequence[str] = DORIS_LEVELS
+    litsearch: str | os.PathLike[str] | None = None
+    n_resamples: int = N_RESAMPLES
+    seed: int = 0
+    cache_dir: str | os.PathLike[str] | None = None
+    labeller: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.csfcube_split not in ("test", "dev"):
+            raise ValueError(f"csfcube_split must be 'test' or 'dev', got {self.csfcube_split!r}")
+        if self.scirepeval_part not in ("test", "train", "all"):
+            raise ValueError(f"scirepeval_part must be 'test', 'train' or 'all', got {self.scirepeval_part!r}")
+        if self.max_length is not None and self.max_length < 8:
+            raise ValueError(f"max_length must be at least 8, got {self.max_length}")
+        for name in ("batch_size", "n_resamples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @classmethod
+    def with_overrides(cls, options: "EvalOptions | None", overrides: Mapping[str, Any]) -> "EvalOptions":
+        """``options`` (default: the defaults) with ``overrides`` applied; an unknown name is a
+        ``TypeError`` that lists the fields."""
+        unknown = sorted(set(overrides) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown evaluation option(s) {unknown}; the options are "
+                            f"{', '.join(f.name for f in fields(cls))}")
+        return replace(options or cls(), **overrides)
+
+    def loader_options(self) -> dict[str, Any]:
+        """What the benchmark loaders read (:data:`unifar.evaluation.benchmarks.LOADERS`)."""
+        dirs = dict(self.data_dirs or {})
+        return {
+            "csfcube_dir": dirs.get("csfcube"), "cranfield_dir": dirs.get("cranfield"),
+            "pubmedqa_dir": dirs.get("pubmedqa"), "scirepeval_dir": dirs.get("scirepeval"),
+            "doris_mae": self.doris_mae, "doris_levels": tuple(self.doris_levels), "litsearch": self.litsearch,
+            "csfcube_split": self.csfcube_split, "scirepeval_part": self.scirepeval_part,
+            "exclude_self": self.exclude_self,
+        }
+
+    def recorded(self) -> dict[str, Any]:
+        """The options a result's ``meta.options`` records."""
+        return {"max_length": self.max_length, "batch_size": self.batch_size, "device": self.device,
+                "csfcube_split": self.csfcube_split, "scirepeval_part": self.scirepeval_part,
+                "exclude_self": self.exclude_self, "query_title": self.query_title,
+                "doris_levels": list(self.doris_levels) if self.doris_mae else None}
 
 
 def evaluate_all(
     model: Any = None,
     systems: Sequence[str] | None = None,
     benchmarks: Sequence[str] | None = None,
+    options: EvalOptions | None = None,
     *,
-    base_model: str | None = None,
-    max_length: int | None = None,
-    batch_size: int = 32,
-    device: str | None = None,
-    doris_mae: str | os.PathLike[str] | None = None,
-    doris_levels: Sequence[str] = DORIS_LEVELS,
-    litsearch: str | os.PathLike[str] | None = None,
-    csfcube_split: str = "test",
-    scirepeval_part: str = "test",
-    exclude_self: bool = False,
-    query_title: bool = True,
-    data_dirs: Mapping[str, str] | None = None,
-    n_resamples: int = N_RESAMPLES,
-    seed: int = 0,
-    show_progress: bool = True,
     retrievers: Sequence[Any] | None = None,
     extra_retrievers: Sequence[Any] = (),
     log: Callable[[str], None] | None = print,
-    cache_dir: str | os.PathLike[str] | None = None,
-    labeller: str | os.PathLike[str] | None = None,
     index_cache: dict[Any, Any] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate systems on benchmarks; returns the JSON-ready result (module docstring).
 
     ``benchmarks`` default :data:`~unifar.evaluation.benchmarks.DEFAULT_BENCHMARKS`, plus
-    ``doris_mae`` / ``litsearch`` when their paths are given. ``csfcube_split``: ``test``
-    (2-fold, reported) or ``dev`` (fold1_dev, for tuning). ``scirepeval_part``: ``test``
-    (reported), ``train`` or ``all``. ``data_dirs`` overrides data folders (``{"csfcube": DIR,
-    "cranfield": DIR, ...}``). ``retrievers`` replaces the systems built from ``model`` (any
+    DORIS-MAE / LitSearch when their paths are given. ``options``: an :class:`EvalOptions`;
+    ``overrides`` replace its fields by name (``evaluate_all(model, csfcube_split="dev")``).
+    ``retrievers`` replaces the systems built from ``model`` (any
     :class:`unifar.evaluation.retrievers.Retriever`); ``extra_retrievers`` are evaluated beside the
-    systems (e.g. chapter 5's single-vector control). ``cache_dir``: mean-pooling embeddings are
-    stored there and reused by a later identical encoding (e.g. chapter 5 reuses chapter 1's
-    CSFCube embeddings), and frozen-base token states saved there (chapter 1 saves CSFCube's)
-    are read back; results are unchanged. ``labeller``: chapter 2's sentence labeller folder, for
-    the ``hybrid-mean-labeller`` system (:mod:`unifar.evaluation.hybrid`). ``index_cache``: a
+    systems (e.g. chapter 5's single-vector control). ``index_cache``: a
     dict that keeps every system's encoded collections after the run (keyed by ``(index_key,
     collection)``), so that a later measurement on the same systems (e.g.
     :func:`unifar.evaluation.qdoc.pool_rank_changes`) does not encode them again.
     """
     start = time.perf_counter()
     say = log or (lambda _msg: None)
-    opts = _benchmark_options(data_dirs, doris_mae, doris_levels, litsearch, csfcube_split, scirepeval_part,
-                              exclude_self)
+    o = EvalOptions.with_overrides(options, overrides)
+    opts = o.loader_options()
     # load the data first: a missing file fails before any model is loaded
     loaded, load_seconds = _load_benchmarks(benchmarks, opts)
     if retrievers is None:
-        retrievers, facts = build_retrievers(model, systems, base_model, max_length, batch_size, device, show_progress, query_title,
-                                               cache_dir, labeller)
+        retrievers, facts = build_retrievers(model, systems, o.base_model, o.max_length, o.batch_size, o.device,
+                                             o.show_progress, o.query_title, o.cache_dir, o.labeller)
     else:
         retrievers = list(retrievers)
-        facts = {"model": public_model(model) if model is not None else None, "base_model": base_model, "trained": None, "load_seconds": {}}
+        facts = {"model": public_model(model) if model is not None else None, "base_model": o.base_model,
+                 "trained": None, "load_seconds": {}}
     retrievers = list(retrievers) + list(extra_retrievers)
 
-    shared = share_frozen_base(retrievers, cache_dir)
+    shared = share_frozen_base(retrievers, o.cache_dir)
     if shared is not None and sum(getattr(r, "state_cache", None) is shared for r in retrievers) > 1:
         below = f"below their top {shared.top_layers} layer(s) " if shared.top_layers else ""
         say(f"unifar-trained and unifar-untrained share one frozen base {below}: each input is encoded once for both".replace("  ", " "))
@@ -282,16 +334,13 @@ def evaluate_all(
             still_needed = {x.collection for x in loaded[n_done:]}
             for key in [k for k in cache if k[1] not in still_needed]:
                 del cache[key]
-        results[lb.name] = _evaluate_benchmark(lb, retrievers, cache, opts, n_resamples, seed, say)
+        results[lb.name] = _evaluate_benchmark(lb, retrievers, cache, opts, o.n_resamples, o.seed, say)
         if shared is not None and shared.path is not None:
             shared.save()  # on disk: keep every row for later benchmarks, models and chapters
         elif shared is not None:
             shared.states.clear()  # in memory only: the next benchmark has other inputs
 
-    options = {"max_length": max_length, "batch_size": batch_size, "device": device, "csfcube_split": csfcube_split,
-               "scirepeval_part": scirepeval_part, "exclude_self": exclude_self, "query_title": query_title,
-               "doris_levels": list(doris_levels) if doris_mae else None}
-    meta = _meta(facts, retrievers, loaded, options, n_resamples, seed,
+    meta = _meta(facts, retrievers, loaded, o.recorded(), o.n_resamples, o.seed,
                  {"data_load_seconds": load_seconds, "ranx_warmup_seconds": round(ranx_warmup, 1),
                   "wall_seconds": round(time.perf_counter() - start, 1)})
     return {"format": FORMAT, "meta": meta, "benchmarks": results}
