@@ -91,7 +91,8 @@ def folder_bytes(path: Path) -> int | None:
 
 def table(record: dict) -> str:
     def mmss(s: float) -> str:
-        return f"{int(s // 60):3d}:{int(round(s % 60)):02d}"
+        m, sec = divmod(int(round(s)), 60)  # round first: 179.6 s is 3:00, not 2:60
+        return f"{m:3d}:{sec:02d}"
 
     budget = record.get("budget_s", {})
 
