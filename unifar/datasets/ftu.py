@@ -12,7 +12,7 @@ refers to documents by id::
      "questions": {facet: {"text", "facet", "origin", "doc_id", "meta"}},
      "teacher": {"candidates", "scores", "origin", "meta"}}   # optional, beyond the paper
 
-* :class:`FTU`, with its facet :class:`Question` s and an optional :class:`TeacherList`;
+* :class:`FTU`, with one :class:`Question` per facet and an optional :class:`TeacherList`;
 * :func:`validate_document`: one document of the common schema, checked.
 """
 

@@ -17,6 +17,7 @@ artificial PQA-A file ``ori_pqaa.json``, same record format) every record is ``"
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from datasets import List, Value
 
@@ -140,6 +141,25 @@ _DOC_EXTRA = {
 _Q_EXTRA = {"split": Value("string"), "final_decision": Value("string"), "doc_id": Value("string")}
 
 
+def _section_sentences(sections: list[tuple[Any, Any]], where: str, stats: dict[str, int],
+                       unknown: set[str]) -> tuple[list[str], list[str | None], list[str]]:
+    """One record's sentences, each with its facet and its section's own name; counts the facets
+    into ``stats`` and the section names outside :data:`SECTION_TO_FACET` into ``unknown``."""
+    sentences, facets, raw_labels = [], [], []
+    for name, text in sections:
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise ValueError(f"{where}: section labels and texts must be strings")
+        facet, known = ("result", True) if name == CONCLUSION_LABEL else section_facet(name)
+        if not known:
+            unknown.add(name)
+        for s in split_sentences(text):
+            sentences.append(s)
+            facets.append(facet)
+            raw_labels.append(name)
+            stats[facet or "no_facet"] += 1
+    return sentences, facets, raw_labels
+
+
 def load_pubmedqa(
     path: str | Path | None = None,
     split: str | None = None,
@@ -188,18 +208,7 @@ def load_pubmedqa(
         sections = list(zip(labels, contexts))
         if include_conclusion and rec.get("LONG_ANSWER"):
             sections.append((CONCLUSION_LABEL, rec["LONG_ANSWER"]))
-        sentences, facets, raw_labels = [], [], []
-        for name, text in sections:
-            if not isinstance(name, str) or not isinstance(text, str):
-                raise ValueError(f"{where}: section labels and texts must be strings")
-            facet, known = ("result", True) if name == CONCLUSION_LABEL else section_facet(name)
-            if not known:
-                unknown.add(name)
-            for s in split_sentences(text):
-                sentences.append(s)
-                facets.append(facet)
-                raw_labels.append(name)
-                stats[facet or "no_facet"] += 1
+        sentences, facets, raw_labels = _section_sentences(sections, where, stats, unknown)
         year = rec.get("YEAR")
         docs.append(
             make_document(

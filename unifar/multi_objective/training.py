@@ -254,12 +254,18 @@ def train_bi_encoder(
     result.seconds = time.perf_counter() - start
     result.cached_states = len(cache) if cache is not None else 0
     if out_dir is not None:
-        result.final_dir = model.save_pretrained(Path(out_dir) / "final")
-        write_json(Path(out_dir) / "log.json", {
-            "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
-            "args": vars(args), "seconds": round(result.seconds, 2), "log": result.log,
-            "dev_curve": result.dev_curve, "stopped": result.stopped})
+        _save_run(result, Path(out_dir), phases, args)
     return result
+
+
+def _save_run(result: BiEncoderTrainResult, out_dir: Path, phases: Sequence[Phase],
+              args: BiEncoderTrainArgs) -> None:
+    """The trained model (``final/``) and ``log.json``: phases, arguments, log and dev curve."""
+    result.final_dir = result.model.save_pretrained(out_dir / "final")
+    write_json(out_dir / "log.json", {
+        "phases": [{"name": p.name, "lr": p.lr, "steps": p.steps} for p in phases],
+        "args": vars(args), "seconds": round(result.seconds, 2), "log": result.log,
+        "dev_curve": result.dev_curve, "stopped": result.stopped})
 
 
 def _dev_point(model: BiEncoder, args: BiEncoderTrainArgs, cache: TokenStateCache | None,

@@ -16,6 +16,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..pooling import length_order
 from ..runtime import pick_device
@@ -72,6 +73,31 @@ def _adam(encoder: SentenceEncoder, loss: MetricLoss, lr: float, head_lr: float 
     return torch.optim.Adam(groups, lr=lr)
 
 
+def _step(encoder: SentenceEncoder, loss: MetricLoss, opt: torch.optim.Optimizer, ctx: Callable[[], Any],
+          texts: list[str], targets: torch.Tensor, length_chunks: int) -> float:
+    """One Adam step on one PK batch; returns its loss (computed in float32)."""
+    with ctx():
+        emb = embed_in_length_chunks(encoder, texts, length_chunks)
+    value = loss(emb.float(), targets)
+    opt.zero_grad(set_to_none=True)
+    value.backward()
+    opt.step()
+    return float(value.detach())
+
+
+def _keep_best(encoder: SentenceEncoder, validation: tuple[Sequence[str], Sequence[Hashable]], use_bf16: bool,
+               history: FinetuneHistory, epoch: int,
+               best: tuple[float, dict[str, torch.Tensor] | None]) -> tuple[float, dict[str, torch.Tensor] | None]:
+    """After an epoch: its retrieval scores on ``validation`` (recorded in ``history``) and the
+    best MAP@R so far with a CPU copy of that epoch's weights (the paper's model selection)."""
+    scores = retrieval_scores(encoder.encode(validation[0], bf16=use_bf16), validation[1])
+    history.validation.append({"epoch": epoch + 1, **scores})
+    if not scores["map@r"] > best[0]:  # NaN never wins
+        return best
+    history.best_epoch = epoch + 1
+    return scores["map@r"], {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+
+
 def finetune(
     encoder: SentenceEncoder,
     sentences: Sequence[str],
@@ -92,22 +118,18 @@ def finetune(
     length_chunks: int = 1,
 ) -> FinetuneHistory:
     """Fine-tune ``encoder`` in place with a metric-learning loss on PK batches (paper 002,
-    section 3.3 and appendix B): Adam, learning rate ``lr`` (2e-5), ``epochs`` passes of
-    ``len(sentences) // (P*K)`` batches each, at most ``max_steps`` steps in all.
-
-    ``loss`` is a :class:`~unifar.rhetoric.losses.MetricLoss` or a name for :func:`~unifar.rhetoric.losses.make_loss` (its classifier, if any,
-    is trained with ``head_lr``, default ``lr``). ``P``/``K`` default to :func:`~unifar.rhetoric.sampling.pk_for`.
-    ``validation = (sentences, labels)``: after every epoch compute :func:`~unifar.rhetoric.retrieval.retrieval_scores` and
-    keep the weights of the epoch with the best MAP@R (the paper's model selection, section
-    4.1). The global torch seed is set to ``seed``: on the CPU the result is deterministic.
-    On CUDA the encoder runs under bfloat16 autocast (``bf16``, default: on CUDA only); the loss
-    is computed in float32. ``length_chunks > 1`` runs the encoder on each PK batch in that many
-    length-sorted pieces (:func:`embed_in_length_chunks`): the loss still sees the whole batch,
-    only padding is saved (a CPU speed-up; dropout draws differ, nothing else). Returns the
+    section 3.3, appendix B): Adam at ``lr`` (2e-5), ``epochs`` passes of ``len(sentences) //
+    (P*K)`` batches, at most ``max_steps`` steps. ``loss``: a :class:`~unifar.rhetoric.losses.MetricLoss`
+    or a name for :func:`~unifar.rhetoric.losses.make_loss` (its classifier trained at ``head_lr``,
+    default ``lr``); ``P``/``K`` default to :func:`~unifar.rhetoric.sampling.pk_for`.
+    ``validation = (sentences, labels)``: after every epoch its
+    :func:`~unifar.rhetoric.retrieval.retrieval_scores`, keeping the weights of the epoch with the
+    best MAP@R (section 4.1's model selection). The torch seed is set to ``seed`` (deterministic on
+    the CPU). On CUDA the encoder runs under bfloat16 autocast (``bf16``); the loss is float32.
+    ``length_chunks > 1`` encodes each batch in that many length-sorted pieces
+    (:func:`embed_in_length_chunks`: less padding, the same loss, other dropout draws). Returns the
     per-step losses (:class:`FinetuneHistory`).
     """
-    from tqdm.auto import tqdm
-
     if len(sentences) != len(labels):
         raise ValueError(f"{len(sentences)} sentences but {len(labels)} labels")
     torch.manual_seed(seed)
@@ -132,7 +154,7 @@ def finetune(
         "epochs": epochs, "steps": total, "seed": seed, "device": str(dev), "bf16": use_bf16,
         "length_chunks": length_chunks,
     }
-    best_score, best_state = -math.inf, None
+    best: tuple[float, dict[str, torch.Tensor] | None] = (-math.inf, None)
     bar = tqdm(total=total, desc=f"fine-tuning ({loss.name})", disable=not (progress if progress is not None else total >= 50))
     step = 0
     for epoch in range(epochs):
@@ -141,27 +163,17 @@ def finetune(
         for batch in sampler:
             if step >= total:
                 break
-            with ctx():
-                emb = embed_in_length_chunks(encoder, [sentences[i] for i in batch], length_chunks)
-            value = loss(emb.float(), y[batch].to(dev))
-            opt.zero_grad(set_to_none=True)
-            value.backward()
-            opt.step()
-            history.append(float(value.detach()))
+            history.append(_step(encoder, loss, opt, ctx, [sentences[i] for i in batch], y[batch].to(dev), length_chunks))
             step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{history[-1]:.4f}")
         if validation is not None:
-            scores = retrieval_scores(encoder.encode(validation[0], bf16=use_bf16), validation[1])
-            history.validation.append({"epoch": epoch + 1, **scores})
-            if scores["map@r"] > best_score:
-                best_score, history.best_epoch = scores["map@r"], epoch + 1
-                best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+            best = _keep_best(encoder, validation, use_bf16, history, epoch, best)
         if step >= total:
             break
     bar.close()
-    if best_state is not None:
-        encoder.load_state_dict(best_state)
+    if best[1] is not None:
+        encoder.load_state_dict(best[1])
     encoder.eval()
     encoder.finetuned = True
     return history
