@@ -75,14 +75,11 @@ def _imports(module: str) -> tuple[tuple[str, ...], tuple[tuple[tuple[str, ...],
             continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif node.level:
-            base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-            base = base[: len(base) - node.level + 1]
-            pkg = ".".join(base + ([node.module] if node.module else []))
-            names = [pkg] + [f"{pkg}.{a.name}" for a in node.names] + \
-                [LAZY[pkg][a.name] for a in node.names if a.name in LAZY.get(pkg, {})]
-        else:
+        else:  # from PKG import a, b: PKG, PKG.a, PKG.b and the modules of PKG's lazy names
             pkg = node.module or ""
+            if node.level:
+                base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                pkg = ".".join(base[: len(base) - node.level + 1] + ([pkg] if pkg else []))
             names = [pkg] + [f"{pkg}.{a.name}" for a in node.names] + \
                 [LAZY[pkg][a.name] for a in node.names if a.name in LAZY.get(pkg, {})]
         ours = sorted({n for n in names if n in MODULES})

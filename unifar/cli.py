@@ -266,9 +266,9 @@ def _evaluate_all(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             doris_levels=_split_list(args.doris_levels) or (), litsearch=args.litsearch,
             n_resamples=args.n_resamples, seed=args.seed, cache_dir=args.cache_dir,
         )
-    except ValueError as err:  # name the flag, not the field
-        field = str(err).split(" ", 1)[0]
-        parser.error(f"--{field.replace('_', '-')} {str(err).split(' ', 1)[1]}")
+    except ValueError as err:  # name the flag, not the field ("batch_size must be ..." -> "--batch-size must be ...")
+        field, rest = str(err).split(" ", 1)
+        parser.error(f"--{ {'csfcube_split': 'split'}.get(field, field).replace('_', '-')} {rest}")
     result = evaluate_all(args.model, systems, _split_list(args.benchmarks), options)
     print(format_results(result))
     print(f"wall time {result['meta']['wall_seconds']:.1f} s")
