@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--out", default="results/ch05/attention_ceiling.json")
     ap.add_argument("--labeller", default=None, metavar="DIR",
-                    help="also attend by this sentence labeller's predicted facets (chapter 2's full profile: artifacts/ch02/full/labeller)")
+                    help="also attend by this sentence labeller's predicted facets (chapter 2's full profile: "
+                         "artifacts/ch02/full/labeller; 'shipped': the in-context labeller unifar encode uses)")
     ap.add_argument("--skip-pubmedqa", action="store_true", help="CSFCube fold1_dev only")
     ap.add_argument("--probe", default=None, metavar="FTU_DIR",
                     help="also attend by a linear probe on the frozen sentence states, fitted to the human sentence "
@@ -138,9 +139,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     labeller_info = None
     if args.labeller:
-        from unifar.rhetoric.labeller import FacetLabeller
+        from unifar.search.encode import DEFAULT_LABELLER, load_labeller
 
-        labeller = FacetLabeller.load(args.labeller, device="cpu")
+        # either format: chapter 2's FacetLabeller, or an in-context head such as the shipped one
+        labeller = load_labeller(DEFAULT_LABELLER if args.labeller == "shipped" else args.labeller)
         predicted = labeller.label_documents(docs)
         plabs = unit_labels([{**d, "labels": p} for d, p in zip(docs, predicted)], model.tokenize_documents(docs))
         gold_units = np.concatenate(labs)
