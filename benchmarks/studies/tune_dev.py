@@ -23,7 +23,11 @@ runs once per input for the whole sweep.
         --grid '{"whole base": {"freeze_base": false, "epochs": 1, "seed": 0}}' --out OUT.json   # a GPU's rows
 
 Prints one line per variant and writes JSON (grid, split, per-variant metrics, seconds, git
-commit, machine).
+commit, machine). With ``--mean-pooling`` and an untrained row, the JSON also states fold1_dev's
+power before any verdict (``fold1_dev_power``): the minimum detectable effect of a paired
+comparison on its query facets (80 % power; reference pair mean pooling against the untrained
+model), and each trained row's paired bootstrap against both, from the per-query APs every row
+keeps (``fold1_dev_ap``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,30 @@ DEFAULT_GRID = {
     "w/o L_QD": {"config": {"use_qd_loss": False}},
     "real questions only (no crops)": {"real_only": True},
 }
+
+
+def fold1_dev_power(runs: dict) -> dict | None:
+    """fold1_dev's minimum detectable effect (80 % power; reference pair: mean pooling against the
+    untrained model, known before any trained row is compared) and each trained row's paired
+    bootstrap against both (aggregated MAP, percent), from the rows' per-query APs
+    (``fold1_dev_ap``). None without a mean-pooling and an untrained row."""
+    from unifar.evaluation.bootstrap import paired_bootstrap
+    from unifar.evaluation.power import minimum_detectable_effect
+
+    mean_row = runs.get("mean pooling (base encoder)")
+    untrained_row = next((r for n, r in runs.items() if n.startswith("untrained")), None)
+    if not mean_row or not untrained_row or "fold1_dev_ap" not in mean_row:
+        return None
+    base, start = mean_row["fold1_dev_ap"], untrained_row["fold1_dev_ap"]
+    mde = minimum_detectable_effect(base, start, reference="mean pooling vs untrained UniFAR")
+    out = {"mde": round(mde.mde, 3), "se": round(mde.se, 4), "n_queries": mde.n, "reference": mde.reference,
+           "power": mde.power, "alpha": mde.alpha, "paired": {}}
+    for name, r in runs.items():
+        if "fold1_dev_ap" in r and r is not mean_row and r is not untrained_row:
+            out["paired"][name] = {ref: {k: round(v, 3) for k, v in dataclasses.asdict(paired_bootstrap(r["fold1_dev_ap"], other)).items()
+                                         if k in ("diff", "low", "high")}
+                                   for ref, other in (("mean pooling", base), ("untrained", start))}
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -135,7 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     def scores_of(csfcube_fn, retriever, pm_retriever=None, qd_retriever=None) -> dict:
         """Every dev figure of one system: a CSFCube score function and q-doc retrievers."""
-        dev = aggregate_csfcube(csfcube_per_query(rank_pools(csfcube_fn, cube), cube), cube, split="dev")
+        per_query = csfcube_per_query(rank_pools(csfcube_fn, cube), cube)
+        dev = aggregate_csfcube(per_query, cube, split="dev")
 
         def qdoc(qs) -> dict:
             rank = ranks(qd_retriever or retriever, [q for q, _ in qs], docs, np.array([row_of[d] for _, d in qs]))
@@ -143,8 +172,15 @@ def main(argv: list[str] | None = None) -> dict:
 
         pm_rank = ranks(pm_retriever or retriever, [t for t, _ in pm_q], pm_docs, np.array([g for _, g in pm_q]))
         return {"fold1_dev_map": {f: round(dev[f]["map"], 2) for f in (*FACETS, "all")},
+                "fold1_dev_ap": fold1_dev_ap(per_query),
                 "heldout_real_questions": qdoc(real_q), "heldout_crop_questions": qdoc(crop_q),
                 "pubmedqa_train_half_mrr@10": {"all": mrr10(pm_rank), "held_out": mrr10(pm_rank[pm_held])}}
+
+    def fold1_dev_ap(per_query) -> dict[str, float]:
+        """AP (percent) of every aggregated fold1_dev query facet, keyed ``{qpid}_{facet}``: the
+        per-query scores behind the paired intervals and the MDE of :func:`power`."""
+        keyed = {f"{q}_{f}": m["map"] for f, per_q in per_query.items() for q, m in per_q.items()}
+        return {k: round(100 * keyed[k], 4) for k in cube.splits["all"]["fold1_dev"]}
 
     def evaluate(model, k: int | None = 0) -> dict:
         """Dev scores; ``k`` trained top layers share the caches of the states below them, None: no cache."""
@@ -166,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
                "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
                "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
                "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
-               "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "git": git_commit(), "machine": machine_facts()}
+               "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "fold1_dev_power": fold1_dev_power(runs), "git": git_commit(), "machine": machine_facts()}
         write_json(args.out, out)
         return out
 
