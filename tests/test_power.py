@@ -109,3 +109,44 @@ def test_saved_verdicts_are_labelled_from_the_saved_per_query_scores():
     got = labelled_verdicts(saved, "mean", "hybrid-mean", folds=(None, "fold1_test"), n_resamples=500)
     want = label_verdicts(verdicts, power_table(res, "mean", "hybrid-mean", folds=(None, "fold1_test"), n_resamples=500))
     assert got.equals(want) and "within noise" not in set(got.verdict) and got.mde.notna().all()
+
+
+def _tune_dev():
+    """benchmarks/studies/tune_dev.py as a module (a study script, not part of the package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "studies" / "tune_dev.py"
+    spec = importlib.util.spec_from_file_location("tune_dev", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tune_dev_states_fold1_dev_power_before_comparing_its_trained_rows():
+    power = _tune_dev().fold1_dev_power
+    rng = np.random.default_rng(0)
+    qs = [f"q{i}_method" for i in range(24)]
+    mean = {q: float(v) for q, v in zip(qs, rng.uniform(10, 90, 24))}
+    untrained = {q: v + float(rng.normal(0, 3)) for q, v in mean.items()}
+    trained = {q: v + 2.0 for q, v in mean.items()}
+    runs = {"mean pooling (base encoder)": {"fold1_dev_ap": mean}, "untrained, w/o MHA_tok": {"fold1_dev_ap": untrained},
+            "E1": {"fold1_dev_ap": trained}, "E0 without per-query scores": {"fold1_dev_map": {"all": 40.0}}}
+    out = power(runs)
+    want = minimum_detectable_effect(mean, untrained)
+    assert out["mde"] == round(want.mde, 3) and out["n_queries"] == 24 and out["reference"].startswith("mean pooling")
+    assert list(out["paired"]) == ["E1"]  # only trained rows with per-query scores are compared
+    assert out["paired"]["E1"]["mean pooling"] == {"diff": 2.0, "low": 2.0, "high": 2.0}
+    assert out["paired"]["E1"]["untrained"]["diff"] == round(paired_bootstrap(trained, untrained).diff, 3)
+    assert power({"E1": {"fold1_dev_ap": trained}}) is None  # no reference pair, no power statement
+
+
+def test_committed_whole_stack_study_power_recomputes_from_its_rows():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "results" / "ch04" / "tuning_dev_whole_stack.json"
+    study = json.loads(path.read_text())
+    assert _tune_dev().fold1_dev_power(study["runs"]) == study["fold1_dev_power"]
+    assert study["fold1_dev_power"]["mde"] > 0 and set(study["fold1_dev_power"]["paired"]) == {
+        n for n in study["runs"] if n.startswith("E")}
