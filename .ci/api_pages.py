@@ -24,7 +24,7 @@ TOC = ROOT / "_toc.yml"
 #: index sections: (heading, top-level modules or subpackages, in reading order)
 GROUPS: list[tuple[str, list[str]]] = [
     ("The model and its training (paper sections 3 and 4.2)",
-     ["config", "text", "base_models", "pooling", "attention", "model", "scoring", "losses", "objective", "caching",
+     ["config", "text", "base_models", "pooling", "batching", "attention", "model", "scoring", "losses", "objective", "caching",
       "frozen_base", "training_data", "optim", "checkpoints", "training_log", "training_run", "distributed", "train"]),
     ("Retrieval and evaluation (paper section 5)", ["evaluation"]),
     ("Ablations (paper section 6)", ["ablation"]),

@@ -15,8 +15,10 @@ Two walks through the library, each module visited once, in order:
 
 Around them: :mod:`unifar.datasets` (loaders, the FTU format, the leakage guard),
 :mod:`unifar.construction` (section 4.1's training data), :mod:`unifar.rhetoric` (SciToricsBERT
-sentence embeddings and the facet labellers), :mod:`unifar.paper` (the papers' reported numbers), :mod:`unifar.book` (what the chapters share). The model and its config load
-lazily, so that torch-free tools (the CSFCube command line on ranking files) start fast.
+sentence embeddings and the facet labellers), :mod:`unifar.paper` (the papers' reported numbers),
+:mod:`unifar.book` (what the chapters share). Every encoder (UniFAR, the bi-encoder, mean pooling,
+the sentence encoder) batches its inputs through one loop, :func:`unifar.batching.batched_encode`.
+The model and its config load lazily, so that torch-free tools (the CSFCube command line on ranking files) start fast.
 
 >>> from unifar import UniFAR, UniFARConfig
 >>> UniFARConfig().facets

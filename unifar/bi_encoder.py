@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,7 +38,8 @@ from .caching import TokenStateCache
 from .checkpoints import load_weights
 from .evaluation.dense import MeanPoolingRetriever
 from .files import IntegrityError, atomic_dir, digest_mismatch, file_digests
-from .pooling import length_order, mean_pool
+from .batching import batched_encode
+from .pooling import mean_pool
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs
 
@@ -202,32 +202,18 @@ class BiEncoder(nn.Module):
         bf16: bool | None = None,
     ) -> torch.Tensor:
         """L2-normalised float32 CPU embeddings ``[N, h]`` in input order, encoded in
-        length-sorted batches. ``bf16`` autocast defaults to on for CUDA only."""
-        from tqdm.auto import tqdm
-
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        length-sorted batches (:func:`unifar.batching.batched_encode`). ``bf16`` autocast
+        defaults to on for CUDA only."""
         items = self.tokenize(list(texts))
-        out = torch.zeros(len(items), self.hidden_size)
-        order = length_order([len(it.input_ids) for it in items]).tolist()
-        starts = range(0, len(items), batch_size)
-        use_bf16 = self.device.type == "cuda" if bf16 is None else bf16
-        autocast = (
-            torch.autocast(self.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-        )
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        was_training = self.training
-        self.eval()
-        show = len(starts) > 4 if show_progress is None else show_progress
-        for s in tqdm(starts, desc=f"encoding ({self.name})", unit="batch", disable=not show):
-            idx = order[s : s + batch_size]
-            with autocast:
-                pooled = self.embed(
-                    collate([items[i] for i in idx], pad).to(self.device), state_cache
-                )
-            out[idx] = F.normalize(pooled.float(), dim=-1).cpu()
-        self.train(was_training)
-        return out
+
+        def encode_batch(idx: list[int]) -> torch.Tensor:
+            pooled = self.embed(collate([items[i] for i in idx], pad).to(self.device), state_cache)
+            return F.normalize(pooled.float(), dim=-1)
+
+        return batched_encode(encode_batch, [len(it.input_ids) for it in items], batch_size,
+                              (self.hidden_size,), module=self, device=self.device, bf16=bf16,
+                              show_progress=show_progress, desc=f"encoding ({self.name})")
 
     def fingerprint(self) -> str:
         """A digest of the weights and the pooling: equal for models that encode alike."""
@@ -310,7 +296,7 @@ class BiEncoderRetriever(MeanPoolingRetriever):
         super().__init__(model, name=name)
         # models that train only their top layers share the frozen layers' states of every text
         self.state_cache = state_cache
-        self.show_progress = show_progress  # None: a bar for more than four batches
+        self.show_progress = show_progress  # None: unifar.batching.show_progress_bar decides
         self.label = (
             label or f"bi-encoder ({model.config.base_model}, {model.config.pooling} pooling)"
         )

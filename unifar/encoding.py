@@ -11,13 +11,13 @@ sentences from the same pass that encodes it.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from .pooling import length_order, sentence_states as pool_sentences
+from .batching import batched_encode
+from .pooling import sentence_states as pool_sentences
 from .text import EncodedInput, collate
 
 if TYPE_CHECKING:
@@ -54,49 +54,37 @@ def encode_batched(
 ) -> FacetEncoding:
     """Encode tokenised inputs in batches sorted by length (less padding), in input order.
 
-    Shows a progress bar when there are more than four batches (or ``show_progress=True``).
-    ``bf16`` runs under bfloat16 autocast; by default on CUDA only. Embeddings come back on
-    the CPU in float32. ``state_cache`` (shared by models whose base encoders are identical,
+    The loop is :func:`unifar.batching.batched_encode` (eval mode, no gradients, the progress-bar
+    rule); ``bf16`` runs under bfloat16 autocast, by default on CUDA only. Embeddings come back
+    on the CPU in float32. ``state_cache`` (shared by models whose base encoders are identical,
     e.g. untrained UniFAR and UniFAR trained with a frozen base) keys inputs by their token
     ids so that the base encoder runs once per input for all of them. ``sentence_states``
     also returns the base's in-context sentence states (what the sentence branch attends
     over), for a labeller that reads them from this pass
     (:class:`~unifar.rhetoric.context_labeller.InContextLabeller`).
     """
-    from tqdm import tqdm
-
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    was_training = model.training
-    model.eval()
     n = len(items)
-    order = length_order([len(it.input_ids) for it in items]).tolist()
-    starts = list(range(0, n, batch_size))
-    show = show_progress if show_progress is not None else len(starts) > 4
-    dev = model.device
-    use_bf16 = (dev.type == "cuda") if bf16 is None else bf16
-    autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-    embeddings = torch.zeros(n, model.config.n_facets, model.hidden_size)
     attention: list[torch.Tensor | None] = [None] * n
     branch: list[str] = [""] * n
     units: list[list[str]] = [[] for _ in range(n)]
     states: list[torch.Tensor] = [torch.empty(0)] * n if sentence_states else []
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    for s in tqdm(starts, desc="encoding", unit="batch", disable=not show):
-        idx = order[s : s + batch_size]
+    dev = model.device
+
+    def encode_batch(idx: list[int]) -> torch.Tensor:
+        """The facet embeddings [B, F, h] of one batch; its attention, branch, units and
+        sentence states go into the lists above."""
         batch = collate([items[i] for i in idx], pad).to(dev)
-        with autocast:
-            if state_cache is None:
-                tokens = model.token_states(batch)
-            else:
-                lower = state_cache.token_states(model, batch)
-                tokens = model.upper_states(lower, batch.attention_mask, state_cache.top_layers)
-            out = model.aggregate(tokens, batch)
-            if sentence_states:
-                S = pool_sentences(tokens, batch.sentence_ids, batch.max_sentences)[0].float().cpu()
-                for j, i in enumerate(idx):
-                    states[i] = S[j, : items[i].n_sentences].clone()
-        embeddings[idx] = out.embeddings.float().cpu()
+        if state_cache is None:
+            tokens = model.token_states(batch)
+        else:
+            lower = state_cache.token_states(model, batch)
+            tokens = model.upper_states(lower, batch.attention_mask, state_cache.top_layers)
+        out = model.aggregate(tokens, batch)
+        if sentence_states:
+            S = pool_sentences(tokens, batch.sentence_ids, batch.max_sentences)[0].float().cpu()
+            for j, i in enumerate(idx):
+                states[i] = S[j, : items[i].n_sentences].clone()
         att = out.attention.float().cpu()
         for j, i in enumerate(idx):
             if bool(out.uses_sentences[j]):
@@ -106,7 +94,11 @@ def encode_batched(
                 k = len(items[i].input_ids)
                 branch[i], units[i] = "token", model.tokenizer.convert_ids_to_tokens(items[i].input_ids)
             attention[i] = att[j, :, :k].clone()
-    model.train(was_training)
+        return out.embeddings
+
+    embeddings = batched_encode(encode_batch, [len(it.input_ids) for it in items], batch_size,
+                                (model.config.n_facets, model.hidden_size), module=model, device=dev,
+                                bf16=bf16, show_progress=show_progress)
     return FacetEncoding(embeddings=embeddings, attention=attention,  # type: ignore[arg-type]
                          branch=branch, units=units, facets=model.config.facets,
                          truncated=[x.truncated for x in items], sentence_states=states,

@@ -10,7 +10,6 @@ abstract`` (:func:`unifar.evaluation.texts.document_text`), truncated to ``max_l
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,8 @@ import torch
 from ..base_models import load_encoder
 from ..caching import EmbeddingCache, text_digest
 from ..files import hash_tensors
-from ..pooling import length_order, mean_pool
+from ..batching import batched_encode
+from ..pooling import mean_pool
 from ..runtime import pick_device
 
 __all__ = ["MeanPoolingEncoder"]
@@ -30,7 +30,8 @@ class MeanPoolingEncoder:
     """A Hugging Face encoder with mean pooling over non-pad tokens, L2-normalised output.
 
     ``model`` is a short name of a shipped encoder (``"minilm"``, ``"mpnet"``), a hub name or a
-    local path (resolved by :func:`unifar.base_models.resolve_base_model`).
+    local path (resolved by :func:`unifar.base_models.resolve_base_model`). ``show_progress``:
+    a progress bar while encoding (``None``: :func:`unifar.batching.show_progress_bar`'s rule).
     """
 
     def __init__(
@@ -39,7 +40,7 @@ class MeanPoolingEncoder:
         max_length: int = 512,
         batch_size: int = 32,
         device: str | torch.device | None = None,
-        show_progress: bool = True,
+        show_progress: bool | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_length < 2:
@@ -97,19 +98,15 @@ class MeanPoolingEncoder:
         return hash_tensors(h, self.model.state_dict().items()).hexdigest()[:24]
 
     def _encode(self, texts: list[str]) -> torch.Tensor:
-        hidden = self.model.config.hidden_size
         enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False)
-        order = length_order([len(ids) for ids in enc["input_ids"]])
-        out = torch.empty(len(texts), hidden)
-        starts = range(0, len(texts), self.batch_size)
-        if self.show_progress and math.ceil(len(texts) / self.batch_size) > 2:
-            from tqdm import tqdm
 
-            starts = tqdm(starts, desc=f"encoding ({self.name})", unit="batch")
-        for start in starts:
-            idx = order[start : start + self.batch_size]
+        def encode_batch(idx: list[int]) -> torch.Tensor:
             features = [{k: enc[k][i] for k in enc.keys()} for i in idx]
             batch = self.tokenizer.pad(features, return_tensors="pt").to(self.device)
             pooled = mean_pool(self.model(**batch).last_hidden_state, batch["attention_mask"])
-            out[torch.as_tensor(idx)] = torch.nn.functional.normalize(pooled, dim=-1).cpu()
-        return out
+            return torch.nn.functional.normalize(pooled, dim=-1)
+
+        # float32 everywhere (bf16=False): the baseline's numbers must not depend on the device
+        return batched_encode(encode_batch, [len(ids) for ids in enc["input_ids"]], self.batch_size,
+                              (self.model.config.hidden_size,), module=self.model, device=self.device,
+                              bf16=False, show_progress=self.show_progress, desc=f"encoding ({self.name})")

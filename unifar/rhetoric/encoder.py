@@ -9,7 +9,6 @@ transformer baselines, footnote 8).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base_models import load_encoder
-from ..pooling import length_order, mean_pool
+from ..batching import batched_encode
+from ..pooling import mean_pool
 
 __all__ = ["SentenceEncoder"]
 
@@ -78,31 +78,14 @@ class SentenceEncoder(nn.Module):
         progress: bool | None = None,
     ) -> torch.Tensor:
         """Embeddings [N, d] on the CPU in float32, in eval mode; batches of similar length
-        (sorted by character count) for speed, returned in the input order. ``bf16`` (default: on
-        CUDA only) runs the encoder under bfloat16 autocast."""
-        from tqdm.auto import tqdm
-
+        (sorted by character count) for speed, returned in the input order
+        (:func:`unifar.batching.batched_encode`). ``bf16`` (default: on CUDA only) runs the
+        encoder under bfloat16 autocast; ``progress``: a bar (``None``: the library's rule)."""
         sentences = list(sentences)
-        out = torch.empty(len(sentences), self.embedding_size)
-        if not sentences:
-            return out
-        was_training = self.training
-        self.eval()
-        dev = self.device
-        use_bf16 = dev.type == "cuda" if bf16 is None else bf16
-        ctx = torch.autocast(dev.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-        order = length_order([len(s) for s in sentences])  # longest first, ties in input order
-        starts = range(0, len(sentences), batch_size)
-        show = progress if progress is not None else len(starts) >= 50
-        try:
-            for i in tqdm(starts, desc="encoding sentences", disable=not show):
-                idx = order[i : i + batch_size]
-                with ctx:
-                    emb = self([sentences[j] for j in idx], normalize=normalize)
-                out[torch.as_tensor(idx)] = emb.float().cpu()
-        finally:
-            self.train(was_training)
-        return out
+        return batched_encode(lambda idx: self([sentences[j] for j in idx], normalize=normalize),
+                              [len(s) for s in sentences], batch_size, (self.embedding_size,), module=self,
+                              device=self.device, bf16=bf16, show_progress=progress,
+                              desc="encoding sentences")
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Weights (safetensors) and tokenizer, loadable with :meth:`from_name`."""
