@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar import UniFAR, UniFARConfig
     from unifar.datasets.ftu_files import load_ftus
     from unifar.objective import build_ftu_batch
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     data = load_ftus(args.ftus)
     model = UniFAR(UniFARConfig(base_model=args.model), device="cpu")
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds_per_step_mean": round(statistics.fmean(seconds), 4),
         "documents_per_step_mean": round(statistics.fmean(n_docs), 1),
         "questions_per_step_mean": round(statistics.fmean(n_questions), 1),
-        "machine": machine_facts(), "git": git_commit(),
+        "run": run_facts(),
     }
     print(f"batch building: median {report['seconds_per_step_median']} s per step of {bs * acc} FTUs "
           f"({report['documents_per_step_mean']} documents, {report['questions_per_step_mean']} questions)")

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
 
     from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     if not Path(args.abstracts).is_file():
         ap.error(f"--abstracts: {args.abstracts} not found (CSFCube's abstracts-csfcube-preds.jsonl)")
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = {"what": f"MiniLM mean-pooling embeddings of {args.n} CSFCube abstracts (512 tokens) under CPU "
                       "kernel settings, compared bit for bit with the unpinned default (measured here)",
-              "settings": rows, "git": git_commit(), "machine": machine_facts()}
+              "settings": rows, "run": run_facts()}
     write_json(args.out, result)
     print(f"wrote {args.out}")
     return result

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
            "import_unifar_cli_seconds": round(import_s, 2),
            "cold_cli_seconds": {"first call (files hashed)": round(cold_first, 2),
                                 "later calls, median": round(statistics.median(cold), 2)},
-           "warm": summary, "goal_warm_ms": 100, **run_facts(started)}
+           "warm": summary, "goal_warm_ms": 100, "run": run_facts(started)}
     print(f"{args.papers} papers, index {index_bytes / 1e6:.0f} MB (built in {build_s:.0f} s)")
     print(f"import unifar.cli: {import_s:.2f} s; cold `unifar search`: first {cold_first:.2f} s, "
           f"then {statistics.median(cold):.2f} s (median of {len(cold)})")

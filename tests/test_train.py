@@ -219,8 +219,9 @@ def test_run_files(make_model, tmp_path):
     assert not any(p.name.startswith(".") for p in (out / "checkpoints").iterdir())  # no temp dirs left
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "finished" and run["steps"] == res.steps and run["n_eval_ftus"] == 2
-    assert run["machine"]["torch"] == torch.__version__ and run["peak_memory"]["bytes"] > 0
-    assert run["ftus_per_second"] > 0 and "git" in run and run["seed"] == 0
+    assert run["run"]["machine"]["torch"] == torch.__version__ and run["peak_memory"]["bytes"] > 0
+    assert {"commit", "dirty", "date", "duration_s"} <= set(run["run"])  # unifar.runtime.run_facts
+    assert run["ftus_per_second"] > 0 and run["seed"] == 0
     log = read_log(out)
     assert len(log) == res.steps and {"step", "epoch", "progress", "lr", "loss", "l_dd", "l_qd", "l_kl", "lambda",
                                       "grad_norm", "seconds", "ftus_per_s"} <= set(log[0])

@@ -23,7 +23,6 @@ writes one JSON (aggregates, per-query values, bootstrap intervals, metadata) an
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_file, sha256_file
-from .runtime import machine_facts
+from .runtime import run_facts
 
 __all__ = ["main", "build_parser", "format_table"]
 
@@ -187,10 +186,9 @@ def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser)
         _write_text(out, json.dumps(scores, indent=2) + "\n")
         abstracts = Path(data.root) / "abstracts-csfcube-preds.jsonl" if data.root else None
         meta.update(
-            date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             wall_seconds=round(time.perf_counter() - start, 1),
             abstracts_sha256=sha256_file(abstracts) if abstracts and abstracts.is_file() else None,
-            machine=machine_facts(),
+            run=run_facts(start),
         )
         meta_path = out.with_name(out.name[: -len(out.suffix)] + ".meta.json" if out.suffix else out.name + ".meta.json")
         _write_text(meta_path, json.dumps(meta, indent=2) + "\n")

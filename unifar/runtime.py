@@ -2,8 +2,9 @@
 (commit, machine, date, duration, peak memory).
 
 Training (``run.json``), evaluation (``results.json``), the chapters' results files, the CLI and
-the benchmarks all record the same facts through :func:`run_facts`, so a number can always be
-traced to the code and the machine that produced it.
+the benchmarks all record the same facts through :func:`run_facts`, in one shape (under the
+record's ``"run"`` key), so a number can always be traced to the code and the machine that
+produced it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ from .files import REPO
 if TYPE_CHECKING:  # torch is imported only when a run uses it (the CSFCube CLI is torch-free)
     import torch
 
-__all__ = ["available_devices", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts"]
+__all__ = ["available_devices", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts", "facts_of"]
 
 
 
@@ -138,14 +140,39 @@ def peak_memory(device: "torch.device | None" = None) -> dict[str, Any]:
 
 
 def run_facts(started: float | None = None, device: "torch.device | None" = None,
-              world_size: int | None = None) -> dict[str, Any]:
+              world_size: int | None = None, commit: str | None = None) -> dict[str, Any]:
     """Commit (and whether the tree had uncommitted changes), machine, UTC date and, given the
-    ``time.perf_counter()`` of the start, the duration in seconds."""
+    ``time.perf_counter()`` of the start, the duration in seconds: what every record of the
+    library and the benchmarks keeps under its ``"run"`` key. ``commit`` names the commit where
+    the run has no git history (a packed tree on a lent GPU machine); ``dirty`` is then None.
+
+    >>> sorted(run_facts(0.0, commit="abc"))
+    ['commit', 'date', 'dirty', 'duration_s', 'machine']
+    >>> run_facts(commit="abc")["commit"], run_facts(commit="abc")["dirty"]
+    ('abc', None)
+    """
     facts: dict[str, Any] = {
-        **git_commit(),
+        **(git_commit() if commit is None else {"commit": commit, "dirty": None}),
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "machine": machine_facts(device, world_size),
     }
     if started is not None:
         facts["duration_s"] = round(time.perf_counter() - started, 1)
     return facts
+
+
+def facts_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The run facts of a record in either shape: :func:`run_facts` under ``"run"`` (now), or the
+    older ``{"git": {...}, "machine": {...}, "date": ...}`` at the top (records and ``run.json``
+    files written before the one shape, which committed results and reused runs still hold).
+
+    >>> facts_of({"run": {"commit": "abc", "machine": {"cpu_count": 2}}})["machine"]
+    {'cpu_count': 2}
+    >>> facts_of({"git": {"commit": "abc", "dirty": False}, "machine": {"cpu_count": 2}})["commit"]
+    'abc'
+    """
+    if isinstance(record.get("run"), Mapping):
+        return dict(record["run"])
+    git = record.get("git") or {}
+    return {"commit": git.get("commit"), "dirty": git.get("dirty"), "date": record.get("date"),
+            "machine": record.get("machine") or {}}

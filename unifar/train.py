@@ -51,7 +51,7 @@ from .files import atomic_dir
 from .frozen_base import frozen_base_mode, warm_cache
 from .model import UniFAR
 from .objective import build_ftu_batch, held_out_loss
-from .runtime import git_commit, machine_facts, peak_memory
+from .runtime import peak_memory, run_facts
 from .training_data import epoch_shard
 from .training_log import start_log
 from .training_run import RunState, lock_output, setup_run
@@ -153,9 +153,10 @@ def _stop_reason(answers: list[Any], world: int) -> str | None:
     return reason
 
 
-def _facts(device: torch.device, world: int) -> dict[str, Any]:
-    """The commit and machine a run's ``run.json`` records."""
-    return {"git": git_commit(), "machine": machine_facts(device, world)}
+def _facts(device: torch.device, world: int, started: float) -> dict[str, Any]:
+    """The commit, machine, date and duration a run's ``run.json`` records (one shape with every
+    other record: :func:`unifar.runtime.run_facts` under ``"run"``)."""
+    return {"run": run_facts(started, device, world)}
 
 
 # ================================================================================ the loop
@@ -212,7 +213,7 @@ def _train(
             write_run_info(run.out_dir, {
                 **run.run_base, "status": "diverged", "error": str(err), "step": err.step, "terms": err.terms,
                 "last_checkpoint": str(run.last_ckpt.relative_to(run.out_dir)) if run.last_ckpt else None,
-                **_facts(run.device, world), "wall_seconds": round(time.perf_counter() - run.t_start, 3)})
+                **_facts(run.device, world, run.t_start), "wall_seconds": round(time.perf_counter() - run.t_start, 3)})
         raise
     finally:
         bar.close()
@@ -340,7 +341,7 @@ def _finish(run: RunState, t_loop: float) -> TrainResult:
     if run.is_main:
         final_dir = atomic_dir(out_dir / "final", lambda d: run.model.save_pretrained(d))
         run_info = {
-            **run.run_base, "status": "finished", **_facts(run.device, run.world),
+            **run.run_base, "status": "finished", **_facts(run.device, run.world, run.t_start),
             "wall_seconds": round(wall, 3), "train_loop_seconds": round(loop_seconds, 3),
             "start_step": run.start_step, "steps": run.step, "ftus_seen": run.ftus_seen,
             "ftus_per_second": round(run.ftus_seen / loop_seconds, 3) if loop_seconds > 0 else None,

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.evaluation.mean_pooling import MeanPoolingEncoder
     from unifar.evaluation.texts import document_text
     from unifar.datasets.csfcube import load_csfcube
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     cube = load_csfcube("data/csfcube")
     pids = cube.pool_pids()[: args.check_docs]
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "fp32 model: cosine of mean-pooled embeddings of CSFCube abstracts",
         "vocabulary_rows_sent": len(rows), "payload_mib": round(size / 2**20, 1), "documents": len(pids),
         "cosine_min": round(float(cos.min()), 6), "cosine_mean": round(float(cos.mean()), 6),
-        "machine": machine_facts(), "git": git_commit(),
+        "run": run_facts(),
     }
     print(json.dumps({k: v for k, v in report.items() if k not in ("machine", "git")}))
     if args.json:

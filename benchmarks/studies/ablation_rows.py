@@ -53,7 +53,7 @@ def main() -> None:
               f"{(run.held_out or {}).get('loss', float('nan')):.4f}")
     if a.out:
         write_json(Path(a.out), {"settings": vars(a), "runs": rows,
-                                 **run_facts(t_start, a.device)})
+                                 "run": run_facts(t_start, a.device)})
         print("wrote", a.out)
 
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.files import write_json
     from unifar.objective import unit_labels as labels_of_units
     from unifar.pooling import sentence_states
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
     from unifar.text import collate
 
     t0 = time.perf_counter()
@@ -167,8 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     def write(what: str, **pubmedqa_part) -> dict:
         out = {"what": f"{what}; measured here", "model": args.model, "max_tokens": args.max_tokens,
                "csfcube_fold1_dev_map": csfcube, "n_fold1_dev_queries": len(dev), **pubmedqa_part,
-               "labeller": labeller_info, "probe": probe_info, "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(),
-               "machine": machine_facts()}
+               "labeller": labeller_info, "probe": probe_info, "seconds": round(time.perf_counter() - t0, 1), "run": run_facts(t0)}
         print(f"wrote {write_json(args.out, out)}")
         return out
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.evaluation.csfcube import csfcube_split_papers
     from unifar.files import write_json
     from unifar.caching import TokenStateCache
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
     from unifar.objective import unit_labels
 
     t0 = time.perf_counter()
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"dev MAP {out[name]['fold1_dev_map']['all']}", flush=True)
     res = {"what": "facet attention statistics on CSFCube fold1_dev papers (dev only); measured here",
            "n_papers": len(docs), "models": out, "checkpoints": args.models,
-           "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_facts()}
+           "seconds": round(time.perf_counter() - t0, 1), "run": run_facts(t0)}
     print(f"wrote {write_json(args.out, res)}")
     return res
 

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.datasets.labelled_abstracts import load_csabstruct, load_csfcube_documents
     from unifar.datasets.pubmedqa import load_pubmedqa
     from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     t0 = time.perf_counter()
     root = Path(args.data)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
         "chapter2_full": {"winner": ch2["winner"],
                           "macro_f1": {name: {split: r[split]["macro_f1"] for split in scores}
                                        for name, r in ch2["results"].items()}},
-        "git": git_commit(), "machine": machine_facts(), "seconds": round(time.perf_counter() - t0, 1),
+        "run": run_facts(t0), "seconds": round(time.perf_counter() - t0, 1),
     }
     write_json(args.results, out)
     print(f"default labeller: {args.model} frozen + linear head ({args.kind}), C={C:g} (dev macro-F1 by C: "

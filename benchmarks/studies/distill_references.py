@@ -22,7 +22,7 @@ from unifar.config import TrainArgs
 from unifar.datasets.ftu_files import load_ftus
 from unifar.files import write_json
 from unifar.objective import held_out_loss
-from unifar.runtime import git_commit, machine_facts
+from unifar.runtime import run_facts
 
 STUDENTS = {
     "untrained UniFAR (uniform over sentences)": {"use_token_attention": False},
@@ -48,8 +48,7 @@ def main(ftu_dir: str = "artifacts/ftus/full", out: str = "results/ch04/distill_
             print(f"{name}, candidates {cap or 'all'}: L_KD {terms['l_kd']:.4f}", flush=True)
     cache.save()
     record = {"what": __doc__.splitlines()[0], "command": "python benchmarks/studies/distill_references.py",
-              "ftus": ftu_dir, "n_held_out_ftus": len(held), "l_kd": l_kd, "git": git_commit(),
-              "machine": machine_facts()}
+              "ftus": ftu_dir, "n_held_out_ftus": len(held), "l_kd": l_kd, "run": run_facts()}
     write_json(Path(out), record)
     return record
 

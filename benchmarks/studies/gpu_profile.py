@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.evaluation.runner import evaluate_all
     from unifar.files import write_json
     from unifar.learning_curve import standard_dev_curve
-    from unifar.runtime import git_commit, machine_facts, pick_device
+    from unifar.runtime import pick_device, run_facts
     from unifar.train import train
 
     t_start = time.perf_counter()
@@ -96,9 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                           "bf16", "n_train_ftus", "total_steps")},
                        "dev_curve": curve.points, "evaluation": result,
                        "verdicts": verdicts.to_dict(orient="records")},
-           "run": {"commit": args.commit or git_commit().get("commit"), "date":
-                   datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-                   "machine": machine_facts(device), "duration_s": round(time.perf_counter() - t_start, 1),
+           "run": {**run_facts(t_start, device, commit=args.commit),
                    "command": "python benchmarks/studies/gpu_profile.py " + " ".join(argv or [])}}
     path = write_json(Path(args.out) / "train.json", out)
     print(f"[gpu] wrote {path}", flush=True)

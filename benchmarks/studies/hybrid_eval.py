@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.evaluation.report import strip_timings
     from unifar.evaluation.runner import evaluate_all
     from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     t0 = time.perf_counter()
     retrievers = systems_of(args)
@@ -231,8 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
         "summary": table,
         "verdicts": verdicts,
         "result": measured,
-        "git": git_commit(),
-        "machine": machine_facts(),
+        "run": run_facts(t0),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     write_json(args.out, out, indent=1)

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.datasets.ftu_files import load_ftus
     from unifar.files import write_json
     from unifar.objective import held_out_loss
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     folders = {}
     for item in args.ftus:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"what": "loss terms of chapter 4's CPU profile before training on a fixed sample of each FTU folder, "
                       "computed as training's held-out loss (measured here)",
               "config": config.to_dict(), "n": args.n, "seed": args.seed, "folders": out,
-              "git": git_commit(), "machine": machine_facts()}
+              "run": run_facts()}
     write_json(args.out, result)
     print(f"wrote {args.out}")
     return result

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.files import write_json
     from unifar.losses import kl_attention_loss
     from unifar.objective import unit_labels
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
     from unifar.text import collate
 
     t0 = time.perf_counter()
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
                    "(training documents only); measured here",
            "ftus": args.ftus, "n_docs": len(docs), "n_train_batches": len(train_b), "n_held_out_batches": len(held_b),
            "steps": args.steps, "batch_size": bs, "max_tokens": args.max_tokens, "runs": runs,
-           "seconds": round(time.perf_counter() - t0, 1), "git": git_commit(), "machine": machine_facts()}
+           "seconds": round(time.perf_counter() - t0, 1), "run": run_facts(t0)}
     print(f"wrote {write_json(args.out, res)}")
     return res
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
         threadpool_limits(args.threads)  # scikit-learn's BLAS too
     from sklearn.model_selection import GroupKFold
 
-    from unifar.runtime import machine_facts
+    from unifar.runtime import run_facts
     from unifar.datasets.labelled_abstracts import load_csabstruct
     from unifar.rhetoric.labeller import FacetLabeller
     from unifar.rhetoric.labeller_data import csabstruct_training_documents
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict:
         "retrieval": retrieval,
         "finetune_smoke": ft,
         "timing_s": {k: round(v, 2) for k, v in times.items()},
-        "machine": machine_facts(),
+        "run": run_facts(t_all),
     }
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)

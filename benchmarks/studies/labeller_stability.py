@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.files import write_json
     from unifar.rhetoric.encoder import SentenceEncoder
     from unifar.rhetoric.sampling import stratified_sample
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     root = Path(args.data)
     to_facet = {"background": "background", "objective": "background", "method": "method", "result": "result"}
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
                    f"with N(0, {args.noise:g}) noise added (measured here)",
            "model": args.model, "n_train": len(train_y), "n_dev": len(dev_y), "max_tokens": args.max_tokens,
            "facets": list(FACETS), "noise": args.noise, "trials": args.trials, "seed": args.seed, "rows": rows,
-           "git": git_commit(), "machine": machine_facts()}
+           "run": run_facts()}
     print(f"wrote {write_json(args.out, out)}")
     return out
 

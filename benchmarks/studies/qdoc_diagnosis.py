@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.caching import TokenStateCache
     from unifar.scoring import qdoc_scores
     from unifar.files import write_json
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
 
     full, train_half = load_pubmedqa(args.pubmedqa), load_pubmedqa(args.pubmedqa, split="train")
     docs = [{"title": d["title"], "sentences": d["sentences"]} for d in full.documents]
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
            "attention_entropy": {"questions": {"untrained": entropy(q_u), "trained": entropy(q_t)},
                                  "documents": {"untrained": entropy(enc["untrained"][1]), "trained": entropy(enc["trained"][1])}},
            "question_facet_cosine": {"untrained": facet_spread(q_u.embeddings), "trained": facet_spread(q_t.embeddings)},
-           "example": example, "git": git_commit(), "machine": machine_facts()}
+           "example": example, "run": run_facts()}
     for k, v in pairings.items():
         print(f"{k:<40} MRR@10 {v:6.2f}")
     print("attention entropy", out["attention_entropy"], "| question facet cosine", out["question_facet_cosine"])

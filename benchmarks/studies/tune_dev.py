@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.facets import FACETS
     from unifar.files import write_json
     from unifar.learning_curve import DevCurve
-    from unifar.runtime import git_commit, machine_facts
+    from unifar.runtime import run_facts
     from unifar.train import train
 
     torch.manual_seed(args.seed)
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
                "ftus": args.ftus, "n_ftus": len(ds), "n_train_ftus": len(tr), "n_held_out_ftus": len(ev),
                "n_real_questions": len(real_q), "n_crop_questions": len(crop_q), "n_documents": len(docs),
                "n_pubmedqa_train_questions": len(pm_q), "n_pubmedqa_held_out": len(pm_held), "n_pubmedqa_abstracts": len(pm_docs),
-               "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "fold1_dev_power": fold1_dev_power(runs), "git": git_commit(), "machine": machine_facts()}
+               "seed": args.seed, "max_tokens": args.max_tokens, "hold_out_prefix": args.hold_out_prefix, "runs": runs, "fold1_dev_power": fold1_dev_power(runs), "run": run_facts()}
         write_json(args.out, out)
         return out
 

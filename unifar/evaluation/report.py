@@ -163,8 +163,10 @@ def compare_systems(result: Mapping[str, Any], benchmark: str, a: str, b: str, m
 
 
 #: what :func:`strip_timings` drops from ``meta``: timings and the run's facts
-RUN_FACT_KEYS = ("load_seconds", "data_load_seconds", "ranx_warmup_seconds", "wall_seconds", "git", "machine",
-                 "date")
+# "run" holds unifar.runtime.run_facts; "git", "machine" and "date" are where results written
+# before that one shape kept them
+RUN_FACT_KEYS = ("load_seconds", "data_load_seconds", "ranx_warmup_seconds", "wall_seconds", "run", "git",
+                 "machine", "date")
 
 
 def strip_timings(result: Mapping[str, Any]) -> dict[str, Any]:

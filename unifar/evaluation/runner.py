@@ -25,7 +25,6 @@ neither torch nor a model.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_file
-from ..runtime import git_commit, machine_facts
+from ..runtime import run_facts
 from .benchmarks import DEFAULT_BENCHMARKS, DORIS_LEVELS, LOADERS, LoadedBenchmark
 from .bootstrap import N_RESAMPLES, bootstrap_ci
 from .csfcube import csfcube_scores, csfcube_strata, fold_names, rank_pools
@@ -190,9 +189,7 @@ def _meta(facts: Mapping[str, Any], retrievers: Sequence[Any], loaded: Sequence[
         "options": dict(options),
         "bootstrap": {"n_resamples": n_resamples, "confidence": 0.95, "seed": seed, "method": "percentile, queries resampled"},
         "units": "percent",
-        "git": git_commit(),
-        "machine": machine_facts(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "run": run_facts(),
         **timings,
     }
 
