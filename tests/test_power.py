@@ -150,3 +150,24 @@ def test_committed_whole_stack_study_power_recomputes_from_its_rows():
     assert _tune_dev().fold1_dev_power(study["runs"]) == study["fold1_dev_power"]
     assert study["fold1_dev_power"]["mde"] > 0 and set(study["fold1_dev_power"]["paired"]) == {
         n for n in study["runs"] if n.startswith("E")}
+
+
+def test_whole_stack_test_record_scores_the_study_models_and_labels_by_power():
+    """results/ch04/whole_stack_test.json (chapter 5's evaluation of the study's E1 and E2) and
+    the dev study were computed by two code paths; CSFCube's fold2_test is fold1_dev, so the four
+    systems they share must agree there, which also shows the record scored the study's models."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "results" / "ch04"
+    test = json.loads((root / "whole_stack_test.json").read_text())["results"]
+    dev = json.loads((root / "tuning_dev_whole_stack.json").read_text())["runs"]
+    fold2 = {v["vs"]: v for v in test["fold_verdicts"] if v["fold"] == "fold2_test" and v["metric"] == "all/map"}
+    pairs = {"mean": "mean pooling (base encoder)", "unifar-untrained": "untrained, w/o MHA_tok",
+             "unifar-frozen-kd10": "E1 KD 10, frozen base"}
+    for system, row in pairs.items():
+        assert round(fold2[system]["b"], 2) == dev[row]["fold1_dev_map"]["all"], system
+        assert round(fold2[system]["a"], 2) == dev["E2 KD 10 w/o L_QD, whole encoder stack"]["fold1_dev_map"]["all"]
+    for v in test["verdicts"] + test["fold_verdicts"]:  # a verdict is "underpowered" only where the MDE says so
+        if v["verdict"] == "underpowered":
+            assert v["mde"] > v["effect_sought"] and v["ci_low"] <= 0 <= v["ci_high"]
