@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from unifar import batching
-from unifar.batching import autocast_for, batched_encode, eval_mode, show_progress_bar
+from unifar.batching import batched_encode, eval_mode, show_progress_bar
+from unifar.runtime import autocast_for
 
 
 def test_rows_come_back_in_input_order_and_batches_are_length_sorted():

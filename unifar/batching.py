@@ -9,8 +9,8 @@ out of it, not in how they batch. :func:`batched_encode` holds what they share:
   is padded only to its own longest input, and the rows come back in input order;
 - the module runs in eval mode (no dropout) and is put back in its former mode afterwards, also
   when a batch fails;
-- no gradients; bfloat16 autocast on request (by default on CUDA only); rows come back as a
-  float32 CPU tensor;
+- no gradients; bfloat16 autocast on request (by default on CUDA only,
+  :func:`unifar.runtime.autocast_for`); rows come back as a float32 CPU tensor;
 - one progress-bar rule (:func:`show_progress_bar`).
 
 Callers: :func:`unifar.encoding.encode_batched` (UniFAR), :meth:`unifar.bi_encoder.BiEncoder.encode`,
@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import ContextManager
+from contextlib import contextmanager
 
 import torch
 from tqdm import tqdm
 
 from .pooling import length_order
+from .runtime import autocast_for
 
-__all__ = ["PROGRESS_MIN_BATCHES", "show_progress_bar", "eval_mode", "autocast_for", "batched_encode"]
+__all__ = ["PROGRESS_MIN_BATCHES", "show_progress_bar", "eval_mode", "batched_encode"]
 
 PROGRESS_MIN_BATCHES = 5  # a bar by default only for work long enough to watch
 
@@ -63,13 +63,6 @@ def eval_mode(module: torch.nn.Module | None) -> Iterator[None]:
         module.train(was_training)
 
 
-def autocast_for(device: torch.device | str, bf16: bool | None) -> ContextManager[object]:
-    """bfloat16 autocast on ``device`` when ``bf16`` is true; ``None`` means on CUDA only."""
-    kind = torch.device(device).type
-    use = kind == "cuda" if bf16 is None else bf16
-    return torch.autocast(kind, dtype=torch.bfloat16) if use else nullcontext()
-
-
 def batched_encode(
     encode_batch: Callable[[list[int]], torch.Tensor],
     lengths: Sequence[int],
@@ -100,10 +93,11 @@ def batched_encode(
     order = length_order(lengths).tolist()
     starts = range(0, n, batch_size)
     show = show_progress_bar(show_progress, len(starts))
+    autocast = autocast_for(device, bf16)
     with eval_mode(module), torch.no_grad():
         for s in tqdm(starts, desc=desc, unit="batch", disable=not show):
             idx = order[s : s + batch_size]
-            with autocast_for(device, bf16):
+            with autocast:
                 rows = encode_batch(idx)
             out[idx] = rows.float().cpu()
     return out

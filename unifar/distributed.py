@@ -13,12 +13,11 @@ without a GPU: two ranks end with the weights of one process that sees the same 
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 from typing import Any
 
 import torch
 
-from .runtime import pick_device
+from .runtime import autocast_for, pick_device
 
 __all__ = ["init_distributed", "rank_device", "wrap_ddp", "mean_over_ranks"]
 
@@ -59,8 +58,7 @@ def rank_device(device: str | None, world: int, local_rank: int, tf32: bool = Tr
             torch.backends.cudnn.allow_tf32 = True
         torch.cuda.reset_peak_memory_stats(dev)
     use_bf16 = (dev.type == "cuda") if bf16 is None else bool(bf16)
-    autocast = torch.autocast(dev.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
-    return dev, use_bf16, autocast
+    return dev, use_bf16, autocast_for(dev, use_bf16)
 
 
 def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:

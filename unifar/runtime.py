@@ -9,6 +9,7 @@ produced it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -24,7 +25,8 @@ from .files import REPO
 if TYPE_CHECKING:  # torch is imported only when a run uses it (the CSFCube CLI is torch-free)
     import torch
 
-__all__ = ["available_devices", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts", "facts_of"]
+__all__ = ["available_devices", "pick_device", "git_commit", "machine_facts", "peak_memory", "run_facts", "facts_of",
+           "autocast_for"]
 
 
 
@@ -137,6 +139,20 @@ def peak_memory(device: "torch.device | None" = None) -> dict[str, Any]:
         return {"kind": "max_rss", "bytes": int(kb) * (1 if sys.platform == "darwin" else 1024)}
     except ImportError:  # pragma: no cover - Windows
         return {"kind": "unavailable", "bytes": None}
+
+
+def autocast_for(device: "torch.device | str", bf16: bool | None) -> Any:
+    """The autocast context of a run on ``device``: bfloat16 autocast when ``bf16`` is true,
+    ``None`` meaning on CUDA only; else a no-op context. One rule for encoding and training.
+
+    >>> type(autocast_for("cpu", None)).__name__, type(autocast_for("cpu", True)).__name__
+    ('nullcontext', 'autocast')
+    """
+    import torch  # here, so that importing this module stays torch-free
+
+    kind = torch.device(device).type
+    use = kind == "cuda" if bf16 is None else bool(bf16)
+    return torch.autocast(kind, dtype=torch.bfloat16) if use else contextlib.nullcontext()
 
 
 def run_facts(started: float | None = None, device: "torch.device | None" = None,

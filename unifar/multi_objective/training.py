@@ -30,7 +30,6 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from ..files import write_json
 from ..frozen_base import freeze_base, frozen_base_mode, frozen_state_cache
 from ..learning_curve import Plateau
 from ..optim import make_scheduler
+from ..runtime import autocast_for
 from .objectives import Example
 from .schedules import Phase
 
@@ -203,8 +203,7 @@ def train_bi_encoder(
     torch.manual_seed(args.seed)
     cache = prepare_base(model, args.top_layers, state_cache, args.dropout)
     params = [p for p in model.parameters() if p.requires_grad]
-    use_bf16 = model.device.type == "cuda" if args.bf16 is None else args.bf16
-    autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    autocast = autocast_for(model.device, args.bf16)  # None: bf16 on CUDA only
     result = BiEncoderTrainResult(model)
     bar = tqdm(total=sum(p.steps for p in phases), desc="training", unit="step", disable=not args.show_progress)
 
