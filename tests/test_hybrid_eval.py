@@ -238,3 +238,36 @@ def test_relative_weights_rank_as_the_shares_they_came_from():
         with pytest.raises(ValueError, match="positive first"):
             hybrid.relative_weights(bad)
     assert all(w[0] == 1.0 for w in hybrid.weight_grid(3, 0.1))
+
+
+class _ToyCube:
+    """The parts of a CSFCube dataset a dense score function reads."""
+
+    def __init__(self, n: int) -> None:
+        self.papers = {f"p{i}": {"title": f"Paper {i}", "sentences": [f"We study topic {i}.", "It works."]}
+                       for i in range(n)}
+
+    def pool_pids(self):
+        return list(self.papers)
+
+
+def test_the_hybrid_reuses_the_unifar_systems_csfcube_embeddings(make_model, monkeypatch):
+    """hybrid-unifar fuses the very model of the unifar system: one encoding of the collection
+    serves both (the run's cache), and a cache never serves another collection or model."""
+    from unifar.evaluation.dense import UniFARRetriever
+
+    model, other = make_model(), make_model(seed=5)
+    calls = []
+    for m in (model, other):
+        encode = m.encode_documents
+        monkeypatch.setattr(m, "encode_documents", lambda docs, *a, _e=encode, **k: calls.append(len(docs)) or _e(docs, *a, **k))
+    plain = UniFARRetriever(model, name="unifar", model_id="run")
+    fused = hybrid.FusedRetriever("h", "h", [plain, Fixed("l", _noise("l"))], weights=(1.0, 0.0))
+    cube, cache = _ToyCube(5), {}
+    alone = plain.csfcube_score_fn(cube, cache)("method", "p0", ["p1", "p2", "p3"])
+    via_hybrid = fused.csfcube_score_fn(cube, cache)("method", "p0", ["p1", "p2", "p3"])
+    assert calls == [5]  # the hybrid's part did not run the model again
+    assert np.array_equal(np.argsort(-alone), np.argsort(-via_hybrid))
+    plain.csfcube_score_fn(_ToyCube(4), cache)  # another collection: encoded, not served stale
+    UniFARRetriever(other, name="unifar", model_id="run").csfcube_score_fn(_ToyCube(4), cache)  # same id, other model
+    assert calls == [5, 4, 4]

@@ -131,17 +131,19 @@ class UniFARRetriever(Retriever):
 
     def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
         """Doc-doc relevance for facet f = M(f, f) = cos(e_q^(f), e_c^(f)); every paper of the
-        collection is encoded once."""
+        collection is encoded once per run: the embeddings are kept in ``cache`` under
+        ``(index_key, "csfcube")`` with the papers they encode, so the hybrid that fuses this
+        system (``hybrid-unifar``) reuses them instead of running the model again."""
         pids = data.pool_pids()
         index_of = {p: i for i, p in enumerate(pids)}
-        docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
-        state_cache = self.state_cache
-        if state_cache is None and self.cache_dir is not None:
-            state_cache = TokenStateCache.on_disk(self.model, self.cache_dir)
-        kw = {"state_cache": state_cache} if state_cache is not None else {}
-        emb = self.model.encode_documents(docs, batch_size=self.batch_size, show_progress=self.show_progress, **kw).embeddings
-        if self.cache_dir is not None and state_cache is not None:
-            state_cache.save()
+        key = (self.index_key, "csfcube")
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit[0] == pids and hit[2] is self.model:
+            emb = hit[1]
+        else:
+            emb = self._encode_collection(data, pids)
+            if cache is not None:  # the model is kept with its embeddings: its id stays its own
+                cache[key] = (pids, emb, self.model)
         facets = tuple(self.model.config.facets)
 
         def score(facet: str, qpid: str, cands: list[str]) -> np.ndarray:
@@ -151,6 +153,19 @@ class UniFARRetriever(Retriever):
             return docdoc_scores(emb[[index_of[qpid]]], c, facets.index(facet))[0].double().numpy()
 
         return score
+
+    def _encode_collection(self, data: Any, pids: list[str]) -> torch.Tensor:
+        """Facet embeddings ``[N, F, h]`` of CSFCube's papers ``pids``, through the frozen base's
+        states on disk when the retriever has a ``cache_dir``."""
+        docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
+        state_cache = self.state_cache
+        if state_cache is None and self.cache_dir is not None:
+            state_cache = TokenStateCache.on_disk(self.model, self.cache_dir)
+        kw = {"state_cache": state_cache} if state_cache is not None else {}
+        emb = self.model.encode_documents(docs, batch_size=self.batch_size, show_progress=self.show_progress, **kw).embeddings
+        if self.cache_dir is not None and state_cache is not None:
+            state_cache.save()
+        return emb
 
     def describe(self) -> dict[str, Any]:
         return {
