@@ -75,7 +75,7 @@ def test_one_relevant_candidate_per_query_is_not_a_perfect_score(data: CSFCube) 
 
 
 def test_runner_scoring_refuses_partial_rankings(data: CSFCube, sample: dict) -> None:
-    from unifar.evaluation.runner import score_csfcube_ranking
+    from unifar.evaluation.csfcube import score_csfcube_ranking
 
     with pytest.raises(ValueError, match="incomplete rankings"):
         score_csfcube_ranking(_half(sample), data)

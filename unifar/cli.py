@@ -128,8 +128,7 @@ def _retriever(args: argparse.Namespace, method: str) -> Any:
 
 def _evaluate_csfcube(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, dict[str, float]]:
     from .datasets.csfcube import load_csfcube
-    from .evaluation.csfcube import rank_pools, read_ranked_pools, write_ranked_pools
-    from .evaluation.runner import score_csfcube_ranking
+    from .evaluation.csfcube import rank_pools, read_ranked_pools, score_csfcube_ranking, write_ranked_pools
 
     given = [f"--{k.replace('_', '-')}" for k in _ALL_ONLY if getattr(args, k, None) is not None]
     if given:

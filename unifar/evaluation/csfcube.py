@@ -60,6 +60,7 @@ __all__ = [
     "ranked_pool_names",
     "rank_pools",
     "read_ranked_pools",
+    "score_csfcube_ranking",
     "write_ranked_pools",
 ]
 
@@ -388,3 +389,17 @@ def csfcube_scores(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]
         for m in values:
             per_query[f"{target}/{m}"] = {i: 100.0 * keyed[i][m] for i in ids}
     return aggregate, per_query
+
+
+def score_csfcube_ranking(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: CSFCube,
+                          split: str = "test", allow_partial: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, object]]:
+    """Official scores of a CSFCube ranking, ``{facet|"all": {"map", "ndcg%20"}}`` (percent), and
+    the system's entry of a result: ``{"metrics": {"all/map": ...}, "per_query": {...}, "n_queries"}``.
+
+    The one path by which both :func:`~unifar.evaluation.runner.evaluate_all` and ``python -m
+    unifar evaluate csfcube`` score a ranking (:func:`csfcube_scores`). A ranking that leaves
+    candidates of a pool unranked is refused unless ``allow_partial``.
+    """
+    scores, per_query = csfcube_scores(ranked, data, split, allow_partial)
+    metrics = {f"{target}/{m}": v for target, values in scores.items() for m, v in values.items()}
+    return scores, {"metrics": metrics, "per_query": per_query, "n_queries": len(per_query.get("all/map", {}))}

@@ -19,7 +19,7 @@ Every metric value is in percent; ``per_query`` keeps the value of every query s
 systems can be compared later with the paired bootstrap
 (:func:`unifar.evaluation.report.compare_systems`). A CSFCube ranking, made here by a retriever
 or read from ranking files by the command line (``python -m unifar evaluate csfcube
---rankings DIR``), is scored by :func:`score_csfcube_ranking`. Importing this module imports
+--rankings DIR``), is scored by :func:`unifar.evaluation.csfcube.score_csfcube_ranking`. Importing this module imports
 neither torch nor a model.
 """
 
@@ -37,10 +37,10 @@ from ..files import atomic_file
 from ..runtime import run_facts
 from .benchmarks import DEFAULT_BENCHMARKS, DORIS_LEVELS, LOADERS, LoadedBenchmark
 from .bootstrap import N_RESAMPLES, bootstrap_ci
-from .csfcube import csfcube_scores, csfcube_strata, fold_names, rank_pools
+from .csfcube import csfcube_strata, fold_names, rank_pools, score_csfcube_ranking
 from .systems import build_retrievers, public_model, share_frozen_base
 
-__all__ = ["FORMAT", "EvalOptions", "evaluate_all", "load_results", "save_results", "score_csfcube_ranking"]
+__all__ = ["FORMAT", "EvalOptions", "evaluate_all", "load_results", "save_results"]
 
 FORMAT = "unifar-eval/1"
 
@@ -52,20 +52,6 @@ def _with_ci(per_query: Mapping[str, Mapping[str, float]], n_resamples: int, see
         ci = bootstrap_ci(values, n_resamples=n_resamples, seed=seed, strata=(strata or {}).get(metric))
         out[metric] = [ci.low, ci.high]
     return out
-
-
-def score_csfcube_ranking(ranked: Mapping[str, Mapping[str, Sequence[tuple[str, float]]]], data: Any,
-                          split: str = "test", allow_partial: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """Official scores of a CSFCube ranking, ``{facet|"all": {"map", "ndcg%20"}}`` (percent), and
-    the system's entry of a result: ``{"metrics": {"all/map": ...}, "per_query": {...}, "n_queries"}``.
-
-    The one path by which both :func:`evaluate_all` and ``python -m unifar evaluate csfcube``
-    score a ranking (:func:`unifar.evaluation.csfcube.csfcube_scores`). A ranking that leaves
-    candidates of a pool unranked is refused unless ``allow_partial``.
-    """
-    scores, per_query = csfcube_scores(ranked, data, split, allow_partial)
-    metrics = {f"{target}/{m}": v for target, values in scores.items() for m, v in values.items()}
-    return scores, {"metrics": metrics, "per_query": per_query, "n_queries": len(per_query.get("all/map", {}))}
 
 
 def _csfcube_system(retriever, loaded: LoadedBenchmark, cache: dict, opts: Mapping[str, Any]) -> dict[str, Any]:
