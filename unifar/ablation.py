@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .caching import TokenStateCache
 from .config import ABLATIONS, TrainArgs, UniFARConfig
@@ -31,6 +31,10 @@ from .objective import held_out_loss
 from .reuse import reused_message
 from .train import train
 from .training_data import split_ftus
+
+if TYPE_CHECKING:
+    from .datasets.ftu_files import FTUDataset
+    from .learning_curve import DevCurve
 
 __all__ = ["CPU_PROFILE", "FULL_MODEL", "ROWS", "AblationRun", "row_config", "row_folder", "train_rows"]
 
@@ -103,7 +107,7 @@ def _finished(run_dir: Path, config: UniFARConfig, args: Mapping[str, Any]) -> A
     return AblationRun(**{**rec, "model_dir": str(run_dir / "final")})
 
 
-def _held_out_before(model: Any, ftus: Any, args: TrainArgs, cache: Any) -> dict[str, float] | None:
+def _held_out_before(model: UniFAR, ftus: FTUDataset, args: TrainArgs, cache: TokenStateCache) -> dict[str, float] | None:
     """The held-out loss terms of the untrained ``model`` on the FTUs :func:`~unifar.train.train`
     will hold out for ``args`` (same split, same sample caps; lambda at its final value)."""
     from contextlib import nullcontext
@@ -116,7 +120,7 @@ def _held_out_before(model: Any, ftus: Any, args: TrainArgs, cache: Any) -> dict
 
 
 def train_rows(
-    ftus: Any,
+    ftus: FTUDataset,
     base_config: UniFARConfig,
     rows: Sequence[str],
     seeds: Sequence[int],
@@ -126,9 +130,9 @@ def train_rows(
     device: str | None = None,
     resume: bool = True,
     log: Callable[[str], None] | None = print,
-    shared: Any = None,
-    caches: dict[int, Any] | None = None,
-    dev_curve: Callable[[Any, TrainArgs, Any], Any] | None = None,
+    shared: UniFAR | None = None,
+    caches: dict[int, TokenStateCache] | None = None,
+    dev_curve: Callable[[UniFAR, TrainArgs, TokenStateCache], DevCurve | None] | None = None,
 ) -> dict[tuple[str, int], AblationRun]:
     """Train every ``row`` x ``seed`` on ``ftus`` with a frozen base (``freeze_base=True``).
 

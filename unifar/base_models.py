@@ -32,9 +32,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .files import sha256_file
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["OFFLINE_MODELS", "OfflineModel", "resolve_base_model", "short_name", "check_model_name", "offline_state", "load_encoder", "cache_dir",
            "encoder_and_tokenizer", "encoder_layers", "top_encoder_layers", "run_layers"]
@@ -258,7 +263,7 @@ def _load_error(name: str, kind: str, err: Exception) -> Exception:
     return FileNotFoundError(f"base model {name!r} could not be loaded ({first}){why}; {_names_hint(name)}")
 
 
-def load_encoder(name: str) -> tuple[Any, Any]:
+def load_encoder(name: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(AutoModel, AutoTokenizer)`` for a short name, hub id or path, weights in float32.
 
     Weights stored in half precision are up-cast: mixed precision is applied at run time by
@@ -295,7 +300,9 @@ def load_encoder(name: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def encoder_and_tokenizer(name: str, base_model: Any = None, tokenizer: Any = None) -> tuple[Any, Any]:
+def encoder_and_tokenizer(
+    name: str, base_model: nn.Module | None = None, tokenizer: PreTrainedTokenizerBase | None = None
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """``(encoder, tokenizer)`` of a model's constructor: the module and tokenizer given, or
     :func:`load_encoder` ``(name)`` (a tokenizer given alone replaces the shipped one)."""
     if base_model is None:
@@ -313,7 +320,7 @@ def encoder_and_tokenizer(name: str, base_model: Any = None, tokenizer: Any = No
 _SPLITTABLE = frozenset({"bert", "roberta", "xlm-roberta", "electra"})
 
 
-def encoder_layers(base: Any, name: str = "?") -> Any:
+def encoder_layers(base: nn.Module, name: str = "?") -> nn.ModuleList:
     """The transformer layers (``nn.ModuleList``) of a BERT-style encoder: ``base.encoder.layer``.
 
     ``name`` (the configured base model) only appears in the error for another architecture.
@@ -332,7 +339,7 @@ def encoder_layers(base: Any, name: str = "?") -> Any:
     return layers
 
 
-def top_encoder_layers(base: Any, k: int, name: str = "?") -> Any:
+def top_encoder_layers(base: nn.Module, k: int, name: str = "?") -> nn.ModuleList:
     """The top ``k`` (>= 1) layers of :func:`encoder_layers`, checked against the depth."""
     layers = encoder_layers(base, name)
     if not 0 < k <= len(layers):
@@ -340,7 +347,7 @@ def top_encoder_layers(base: Any, k: int, name: str = "?") -> Any:
     return layers[len(layers) - k :]
 
 
-def _layer_attention_mask(config: Any, hidden: Any, attention_mask: Any) -> Any:
+def _layer_attention_mask(config: PretrainedConfig, hidden: torch.Tensor, attention_mask: torch.Tensor) -> Any:
     """The padding mask a BERT-style layer expects, built the way the encoder builds it."""
     try:  # transformers >= 4.56: the attention implementation decides the mask's form
         from transformers.masking_utils import create_bidirectional_mask
@@ -353,7 +360,8 @@ def _layer_attention_mask(config: Any, hidden: Any, attention_mask: Any) -> Any:
         return (1.0 - m) * torch.finfo(hidden.dtype).min
 
 
-def run_layers(base: Any, layers: Sequence[Any], hidden: Any, attention_mask: Any, chunk_size: int | None = 8) -> Any:
+def run_layers(base: nn.Module, layers: Sequence[nn.Module], hidden: torch.Tensor, attention_mask: torch.Tensor,
+               chunk_size: int | None = 8) -> torch.Tensor:
     """Run ``layers`` of ``base`` on ``hidden`` ``[B, L, h]`` (``attention_mask`` ``[B, L]``).
 
     Rows are sorted by length and run in chunks of ``chunk_size``, each padded only to its own

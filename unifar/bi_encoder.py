@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +42,9 @@ from .batching import batched_encode
 from .pooling import mean_pool
 from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 __all__ = ["BiEncoderConfig", "BiEncoder", "BiEncoderRetriever"]
@@ -98,7 +101,7 @@ class BiEncoder(nn.Module):
         config: BiEncoderConfig | None = None,
         *,
         base_model: nn.Module | None = None,
-        tokenizer: Any | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
         device: str | torch.device | None = None,
     ) -> None:
         super().__init__()

@@ -29,10 +29,13 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .files import REPO, atomic_file
 from .runtime import run_facts
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "Chapter",
@@ -189,7 +192,7 @@ def setup_chapter(
     profiles: Mapping[str, Mapping[str, Any]],
     *,
     notebook: str | None = None,
-    device: Any = None,
+    device: str | torch.device | None = None,
     threads: int = 2,
     seed: int | None = None,
     parameters: Mapping[str, Any] | None = None,

@@ -306,7 +306,8 @@ def gather_rng_states(world: int) -> list[Any]:
 
 
 # ================================================================================ save and load
-def save_checkpoint(out_dir: Path, model: "UniFAR", optimizer: Any, scheduler: Any, rng_states: list[Any],
+def save_checkpoint(out_dir: Path, model: "UniFAR", optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, rng_states: list[Any],
                     trainer_state: Mapping[str, Any], keep: int) -> Path:
     """Write ``out_dir/checkpoints/step-NNNNNN`` (atomically) and delete all but the newest ``keep``.
 
@@ -329,7 +330,8 @@ def save_checkpoint(out_dir: Path, model: "UniFAR", optimizer: Any, scheduler: A
     return path
 
 
-def load_checkpoint(ckpt: Path, state: Mapping[str, Any], model: "UniFAR", optimizer: Any, scheduler: Any,
+def load_checkpoint(ckpt: Path, state: Mapping[str, Any], model: "UniFAR", optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler,
                     device: torch.device, rank: int, world: int, seed: int, n_train_ftus: int,
                     total_steps: int, *, ftus_digest: str | None = None, verified: bool = False) -> tuple[int, int, int]:
     """Load a checkpoint's weights, optimizer, scheduler and this rank's RNG state; returns

@@ -13,7 +13,7 @@ teacher lists and the objective is the paper's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,12 +21,14 @@ import torch
 from .losses import listwise_distillation_loss, margin_mse_loss
 
 if TYPE_CHECKING:
+    from .config import UniFARConfig
+    from .datasets.ftu import FTU, TeacherList
     from .objective import FTUBatch
 
 __all__ = ["cap_teacher", "teacher_tensors", "distillation_terms"]
 
 
-def cap_teacher(teacher: Any, cap: int | None, rng: np.random.Generator) -> list[int]:
+def cap_teacher(teacher: TeacherList, cap: int | None, rng: np.random.Generator) -> list[int]:
     """Positions of at most ``cap`` of a teacher list's candidates (kept in list order): the
     teacher's top candidates of every facet first (those decide the ranking's head, which MAP
     weighs most), then a seeded sample of the rest.
@@ -50,7 +52,7 @@ def cap_teacher(teacher: Any, cap: int | None, rng: np.random.Generator) -> list
     return sorted(list(head) + [rest[i] for i in pick])
 
 
-def teacher_tensors(ftus: Sequence[Any], row: Any, fidx: Mapping[str, int], cap: int | None,
+def teacher_tensors(ftus: Sequence[FTU], row: Callable[[str], int], fidx: Mapping[str, int], cap: int | None,
                      rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The teacher lists of ``ftus`` as ``[B, K]`` document rows (``row(doc_id)``), ``[B, F, K]``
     scores and ``[B, F, K]`` mask, at most ``cap`` candidates each (:func:`cap_teacher`)."""
@@ -70,7 +72,7 @@ def teacher_tensors(ftus: Sequence[Any], row: Any, fidx: Mapping[str, int], cap:
     return torch.from_numpy(idx), torch.from_numpy(scores), torch.from_numpy(mask)
 
 
-def distillation_terms(cfg: Any, dq: torch.Tensor, E: torch.Tensor, fb: "FTUBatch"
+def distillation_terms(cfg: UniFARConfig, dq: torch.Tensor, E: torch.Tensor, fb: "FTUBatch"
                        ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     r"""``L_KD^(f)`` of every FTU and facet with a teacher list (beyond the paper), or ``(None, None)``
     when the batch carries no teacher lists.

@@ -22,7 +22,13 @@ CSFCube abstract it is well under 1 % of MiniLM's forward pass.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+    from .model import UniFAR
+    from .text import Batch
 
 __all__ = ["encoder_layer_flops", "encoder_flops", "unifar_aggregation_flops", "unifar_forward_flops",
            "training_step_flops", "PEAK_BF16_TFLOPS", "peak_tflops", "mfu"]
@@ -51,7 +57,7 @@ def encoder_layer_flops(hidden: int, intermediate: int, lengths: Iterable[int]) 
     return sum(n) * (8 * h * h + 4 * h * i) + 4 * h * sum(x * x for x in n)
 
 
-def _shapes(config: Any) -> tuple[int, int, int]:
+def _shapes(config: PretrainedConfig) -> tuple[int, int, int]:
     """(hidden, intermediate, layers) of a ``transformers`` encoder config (BERT, MPNet, ...)."""
     try:
         return int(config.hidden_size), int(config.intermediate_size), int(config.num_hidden_layers)
@@ -59,7 +65,7 @@ def _shapes(config: Any) -> tuple[int, int, int]:
         raise ValueError(f"cannot count FLOPs of {type(config).__name__}: it has no {err.name}") from None
 
 
-def encoder_flops(config: Any, lengths: Iterable[int], layers: int | None = None) -> int:
+def encoder_flops(config: PretrainedConfig, lengths: Iterable[int], layers: int | None = None) -> int:
     """FLOPs of a ``transformers`` encoder's forward pass (``layers``: only its top layers).
 
     >>> from types import SimpleNamespace
@@ -99,7 +105,7 @@ def unifar_aggregation_flops(hidden: int, mlp_hidden: int, n_facets: int, n_unit
     return len(n) * per_input + attention
 
 
-def unifar_forward_flops(model: Any, batch: Any, layers: int | None = None) -> dict[str, int]:
+def unifar_forward_flops(model: UniFAR, batch: Batch, layers: int | None = None) -> dict[str, int]:
     """FLOPs of UniFAR's forward pass on a collated :class:`unifar.text.Batch`, split into the base
     encoder's (``layers``: only its top layers, as when the ones below are cached) and the facet
     module's, counted on each input's real tokens and sentences and on the branch it takes."""

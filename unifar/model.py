@@ -39,6 +39,8 @@ from .runtime import pick_device
 from .text import Batch, EncodedInput, collate, encode_inputs, normalize_document, split_sentences
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from .caching import TokenStateCache
 
 __all__ = ["UniFAR", "UniFAROutput", "FacetEncoding"]
@@ -69,7 +71,7 @@ class UniFAR(nn.Module):
         config: UniFARConfig | None = None,
         *,
         base_model: nn.Module | None = None,
-        tokenizer: Any | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
         device: str | torch.device | None = None,
         init_anchors: bool = True,
     ) -> None:

@@ -20,7 +20,7 @@ frozen base's states (``TrainArgs.freeze_base``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +31,12 @@ from .distillation import distillation_terms, teacher_tensors
 from .losses import LossTerms, doc_doc_loss, kl_attention_loss, question_doc_loss, total_loss
 from .model import UniFAR
 from .text import Batch, EncodedInput, collate
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from .config import TrainArgs
+    from .datasets.ftu import FTU
 
 __all__ = [
     "FTUBatch",
@@ -150,7 +156,7 @@ def _document_labels(docs: Sequence[Mapping[str, Any]], items: Sequence[EncodedI
 
 def build_ftu_batch(
     model: UniFAR,
-    ftus: Sequence[Any],
+    ftus: Sequence[FTU],
     documents: Mapping[str, Mapping[str, Any]],
     max_positives: int | None = None,
     max_negatives: int | None = None,
@@ -295,7 +301,7 @@ def ftu_objective(model: nn.Module, fb: FTUBatch, kl_lambda: float, cache: Token
 
 def ftu_batch_loss(
     model: UniFAR,
-    ftus: Sequence[Any],
+    ftus: Sequence[FTU],
     documents: Mapping[str, Mapping[str, Any]],
     progress: float = 0.0,
     *,
@@ -317,8 +323,8 @@ def ftu_batch_loss(
 
 
 def held_out_loss(
-    model: UniFAR, ftus: Sequence[Any], documents: Mapping[str, Any], args: Any, progress: float, autocast: Any,
-    cache: TokenStateCache | None = None,
+    model: UniFAR, ftus: Sequence[FTU], documents: Mapping[str, Any], args: TrainArgs, progress: float,
+    autocast: AbstractContextManager[Any], cache: TokenStateCache | None = None,
 ) -> dict[str, float]:
     """Mean loss terms over held-out FTUs (eval mode, fixed cap sample so values are comparable).
 

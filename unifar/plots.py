@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -10,11 +10,21 @@ from .evaluation.structure import diagonal_contrast
 from .facets import FACET_SHORT
 from .training_log import read_log
 
+if TYPE_CHECKING:
+    import os
+
+    import torch
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
+
+    from .encoding import FacetEncoding
+
 __all__ = ["plot_dev_curves", "plot_attention", "plot_facet_similarity", "plot_facet_matrix_panels", "plot_span_attention",
            "plot_results", "plot_losses"]
 
 
-def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -23,12 +33,12 @@ def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
 
 
 def plot_attention(
-    encoding: Any,
+    encoding: FacetEncoding,
     index: int = 0,
-    ax: Any = None,
+    ax: Axes | None = None,
     title: str | None = None,
     max_label: int = 40,
-) -> Any:
+) -> Axes:
     """Heatmap of the head-averaged facet attention of one encoded input (appendix F, figure 4).
 
     Rows are facets; columns are sentences (``S0`` is the title of a document) or tokens,
@@ -54,16 +64,16 @@ def plot_attention(
 
 
 def plot_facet_similarity(
-    matrix: Any,
+    matrix: ArrayLike | torch.Tensor,
     facets: Sequence[str] = ("background", "method", "result"),
-    ax: Any = None,
+    ax: Axes | None = None,
     title: str = "facet similarity matrix",
     row_prefix: str = "Q",
     col_prefix: str = "Doc",
     vmin: float | None = None,
     vmax: float | None = None,
     cbar: bool = True,
-) -> Any:
+) -> Axes:
     """Annotated heatmap of an F x F facet similarity matrix (paper figure 3); ``vmin`` /
     ``vmax`` fix the colour scale (one scale for several panels)."""
     import seaborn as sns
@@ -78,11 +88,11 @@ def plot_facet_similarity(
 
 
 def plot_facet_matrix_panels(
-    matrices: Mapping[str, Any],
+    matrices: Mapping[str, ArrayLike],
     facets: Sequence[str] = ("background", "method", "result"),
     ncols: int = 4,
     suptitle: str | None = None,
-) -> Any:
+) -> Figure:
     """One :func:`plot_facet_similarity` panel per model, on one colour scale, each titled with
     its name and diagonal contrast (:func:`unifar.evaluation.structure.diagonal_contrast`).
     Returns the figure."""
@@ -106,13 +116,13 @@ def plot_facet_matrix_panels(
 
 
 def plot_span_attention(
-    attention: Any,
+    attention: ArrayLike,
     units: Sequence[str],
     facets: Sequence[str],
     spans: Mapping[str, Sequence[int]] | None = None,
-    ax: Any = None,
+    ax: Axes | None = None,
     title: str = "",
-) -> Any:
+) -> Axes:
     """Heatmap of facet attention ``[F, n]`` over ``units`` (sentences ``S0..`` or tokens), with
     the cells of ``spans[facet]`` (the paper's reading of figure 4) outlined in red."""
     import seaborn as sns
@@ -135,9 +145,9 @@ def plot_span_attention(
 def plot_results(
     results: Mapping[str, Mapping[str, Mapping[str, float]]],
     metric: str = "map",
-    ax: Any = None,
+    ax: Axes | None = None,
     title: str | None = None,
-) -> Any:
+) -> Axes:
     """Grouped bars: one group per facet, one bar per system. ``results[system][facet][metric]``."""
     import pandas as pd
     import seaborn as sns
@@ -158,11 +168,11 @@ def plot_results(
 
 
 def plot_losses(
-    log_path_or_records: Any,
-    ax: Any = None,
+    log_path_or_records: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    ax: Axes | None = None,
     smooth: int | None = None,
     title: str | None = None,
-) -> Any:
+) -> Axes:
     """Training curves from a run's ``log.jsonl`` (a file, a run folder or the records).
 
     One line per loss term of section 4.2 (``L_total``, ``L_DD``, ``L_QD``, ``L_KL``, and the
@@ -205,8 +215,8 @@ def plot_losses(
     return ax
 
 
-def plot_dev_curves(curves: Any, measure: str, ax: Any = None, title: str | None = None,
-                    reference: dict[str, float] | None = None) -> Any:
+def plot_dev_curves(curves: Mapping[str, Sequence[Mapping[str, Any]]], measure: str, ax: Axes | None = None,
+                    title: str | None = None, reference: dict[str, float] | None = None) -> Axes:
     """Dev learning curves: ``curves`` maps a run's label to its ``dev_curve.jsonl`` records
     (:func:`unifar.learning_curve.read_curve`, ``{"step", measure, ...}``); one line per run, a
     marker at its best point, and a dashed horizontal line per ``reference`` value (e.g. the base

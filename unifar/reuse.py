@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .checkpoints import WEIGHTS_NAME, load_weights
 from .train import TrainResult
 
+if TYPE_CHECKING:
+    from .config import TrainArgs
+    from .model import UniFAR
+
 __all__ = ["finished_run", "reused_message"]
 
 
-def finished_run(output_dir: str | os.PathLike[str], model: Any, args: Any = None) -> Any:
+def finished_run(output_dir: str | os.PathLike[str], model: UniFAR, args: TrainArgs | None = None) -> TrainResult | None:
     """The finished run in ``output_dir`` as a :class:`unifar.train.TrainResult` with its final weights loaded
     into ``model`` (so that a frozen base stays shared), or None when the folder holds no finished
     run. A run trained with other settings is an error, not a silent reuse: ``model``'s config

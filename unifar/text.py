@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch loads only when a batch is built: the dataset loaders use this module torch-free
     import torch
+    from transformers import PreTrainedTokenizerBase
 
 
 __all__ = [
@@ -189,7 +190,7 @@ _MEMOS: dict[str, dict[str, array]] = {}
 _MEMO_OF: "weakref.WeakKeyDictionary[Any, dict[str, array]]" = weakref.WeakKeyDictionary()
 
 
-def _tokenizer_fingerprint(tokenizer: Any) -> str | None:
+def _tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str | None:
     """A digest of a fast tokenizer's rules (vocabulary, normaliser, pre-tokeniser, model), without
     its per-call truncation and padding state; None for a tokenizer with no serialised form."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -201,7 +202,7 @@ def _tokenizer_fingerprint(tokenizer: Any) -> str | None:
     return hashlib.blake2b(json.dumps(spec, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-def _sentence_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+def _sentence_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
     """Token ids (no special tokens) of each text; texts seen before come from the memo, the
     others go through the tokenizer in one batched call."""
     if not texts:
@@ -232,7 +233,7 @@ def _sentence_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
 
 
 def encode_inputs(
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[tuple[str, list[str]]],
     max_tokens: int,
 ) -> list[EncodedInput]:

@@ -38,7 +38,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -55,6 +55,11 @@ from .runtime import peak_memory, run_facts
 from .training_data import epoch_shard
 from .training_log import start_log
 from .training_run import RunState, lock_output, setup_run
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
+
+    from .datasets.ftu_files import FTUDataset
 
 __all__ = ["TrainResult", "TrainingDiverged", "train"]
 
@@ -87,12 +92,12 @@ class TrainingDiverged(RuntimeError):
 
 def train(
     config: UniFARConfig | None,
-    ftu_dataset: Any,
+    ftu_dataset: FTUDataset,
     args: TrainArgs,
     model: UniFAR | None = None,
     *,
     resume: bool | None = None,
-    eval_dataset: Any | None = None,
+    eval_dataset: FTUDataset | None = None,
     callbacks: Iterable[Callable[[dict[str, Any]], Any]] = (),
     state_cache: TokenStateCache | None = None,
 ) -> TrainResult:
@@ -162,11 +167,11 @@ def _facts(device: torch.device, world: int, started: float) -> dict[str, Any]:
 # ================================================================================ the loop
 def _train(
     config: UniFARConfig | None,
-    ds: Any,
+    ds: FTUDataset,
     args: TrainArgs,
     model: UniFAR | None,
     resume: bool,
-    eval_dataset: Any | None,
+    eval_dataset: FTUDataset | None,
     callbacks: list[Callable[[dict[str, Any]], Any]],
     rank: int,
     world: int,
@@ -222,7 +227,7 @@ def _train(
     return _finish(run, t_loop)
 
 
-def _gradients(run: RunState, idx: Any, epoch: int, pos: int, lam: float) -> torch.Tensor:
+def _gradients(run: RunState, idx: np.ndarray, epoch: int, pos: int, lam: float) -> torch.Tensor:
     """Forward and backward of one optimizer step's micro-batches (``idx``: its FTUs' positions);
     returns ``[L_total, L_dd, L_qd, L_KL, L_KD]`` averaged over the micro-batches and the ranks."""
     bs = run.config.batch_size
@@ -296,7 +301,7 @@ def _checkpoint(run: RunState, epoch: int, pos: int) -> None:
                                     trainer_state, run.args.keep_checkpoints) or run.last_ckpt
 
 
-def _after_step(run: RunState, record: dict[str, Any], progress: float, log_file: Any, bar: Any,
+def _after_step(run: RunState, record: dict[str, Any], progress: float, log_file: IO[str] | None, bar: tqdm,
                 callbacks: list[Callable[[dict[str, Any]], Any]], epoch: int, pos: int) -> bool:
     """What follows a step: the held-out loss (rank 0), the log record, the progress bar, the
     scheduled checkpoint, then the callbacks. True when a callback ends the run."""

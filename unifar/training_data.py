@@ -12,16 +12,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
 from .config import UniFARConfig
 
+if TYPE_CHECKING:
+    from .config import TrainArgs
+    from .datasets.ftu import FTU
+    from .datasets.ftu_files import FTUDataset
+
 __all__ = ["split_ftus", "epoch_shard", "run_length", "ftus_digest"]
 
 
-def split_ftus(ds: Any, eval_dataset: Any | None, args: Any, seed: int) -> tuple[list, list, Mapping[str, Any]]:
+def split_ftus(ds: FTUDataset, eval_dataset: FTUDataset | None, args: TrainArgs,
+               seed: int) -> tuple[list[FTU], list[FTU], Mapping[str, Any]]:
     """``(train FTUs, held-out FTUs, the held-out FTUs' documents)`` of an FTU dataset ``ds``:
     ``eval_dataset``'s FTUs, or a seeded ``args.eval_fraction`` of the FTUs, at most
     ``args.eval_max_ftus`` of them (``args``: the run's :class:`~unifar.train.TrainArgs`)."""
@@ -78,7 +84,7 @@ def run_length(n_train: int, world: int, config: UniFARConfig, epochs: int | Non
     return steps_per_epoch, epochs, total_steps, warmup_steps
 
 
-def ftus_digest(ftus: Iterable[Any]) -> str:
+def ftus_digest(ftus: Iterable[FTU]) -> str:
     """SHA-256 of FTUs in order (each one's ``to_dict()`` as sorted JSON): what a checkpoint
     records of the FTUs it was trained on, so a resume on another training set is refused.
 

@@ -14,7 +14,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import torch
@@ -28,6 +28,9 @@ from .model import UniFAR
 from .objective import Objective
 from .optim import make_optimizer, make_scheduler
 from .training_data import ftus_digest, run_length, split_ftus
+
+if TYPE_CHECKING:
+    from .datasets.ftu_files import FTUDataset
 
 __all__ = ["RunState", "lock_output", "setup_run"]
 
@@ -116,8 +119,8 @@ def _setup_model(config: UniFARConfig | None, model: UniFAR | None, device: torc
     return model, config
 
 
-def setup_run(config: UniFARConfig | None, ds: Any, args: TrainArgs, model: UniFAR | None, resume: bool,
-              eval_dataset: Any | None, rank: int, world: int, local_rank: int, is_main: bool,
+def setup_run(config: UniFARConfig | None, ds: FTUDataset, args: TrainArgs, model: UniFAR | None, resume: bool,
+              eval_dataset: FTUDataset | None, rank: int, world: int, local_rank: int, is_main: bool,
               state_cache: TokenStateCache | None = None) -> RunState:
     """Everything before the first step (module docstring), restored from the latest checkpoint
     of ``args.output_dir`` when ``resume``."""

@@ -9,7 +9,11 @@ to read the pair, not proof of leakage (two abstracts on one topic can be very c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 __all__ = ["SemanticOverlap", "semantic_overlap"]
 
@@ -54,9 +58,9 @@ class SemanticOverlap:
 
 
 def semantic_overlap(
-    train_vectors: Any,
+    train_vectors: np.ndarray | torch.Tensor,
     train_ids: Sequence[str],
-    eval_vectors: Any,
+    eval_vectors: np.ndarray | torch.Tensor,
     eval_ids: Sequence[str],
     thresholds: float | Sequence[float] = (0.9, 0.95),
     chunk_size: int = 2048,
@@ -85,7 +89,7 @@ def semantic_overlap(
     """
     import numpy as np
 
-    def unit(v: Any, ids: Sequence[str], what: str) -> Any:
+    def unit(v: np.ndarray | torch.Tensor, ids: Sequence[str], what: str) -> np.ndarray:
         a = np.asarray(v.detach().cpu() if hasattr(v, "detach") else v, dtype=np.float64)
         if a.ndim != 2 or a.shape[0] != len(ids):
             raise ValueError(f"{what}: expected a [{len(ids)}, h] matrix (one row per id), "

@@ -15,9 +15,12 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .llm import CachedClient, LLMClient, LLMError, Message, check_messages
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["TransformersClient", "OpenAICompatibleClient", "client_from_spec"]
 
@@ -205,7 +208,7 @@ class OpenAICompatibleClient(LLMClient):
                 self._sleep(delay)
         raise LLMError(f"{url} failed after {self.retries + 1} attempts; last error: {last}")
 
-    def _content(self, resp: Any) -> str:
+    def _content(self, resp: requests.Response) -> str:
         try:
             data = resp.json()
             content = data["choices"][0]["message"]["content"]

@@ -190,7 +190,7 @@ def _hybrid_choice(
 
 
 def _facet_bm25_choice(
-    q: str, neigh_all: list[str], scorer: Any, texts: Mapping[str, str], have: list[str], have_set: set[str],
+    q: str, neigh_all: list[str], scorer: BM25Scorer, texts: Mapping[str, str], have: list[str], have_set: set[str],
     config: MiningConfig,
 ) -> tuple[list[str], list[str]]:
     """``facet-bm25``: the positives by facet-f BM25 over the pool, and the hard-negative

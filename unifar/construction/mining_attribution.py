@@ -6,7 +6,7 @@ goes to the facet of its query document whose sentences are closest to it by den
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -15,6 +15,9 @@ from ..evaluation.texts import facet_text
 from ..facets import FACETS
 from .ftu import Triplet
 from .mining_sources import whole_text
+
+if TYPE_CHECKING:
+    from ..datasets.schema import QDocBenchmark
 
 __all__ = ["Encode", "attribute_facets", "citation_triplets", "search_ftus"]
 
@@ -54,7 +57,7 @@ def citation_triplets(
     return out, len(triplets) - len(out)
 
 
-def search_ftus(bench: Any, docs: Mapping[str, Mapping[str, Any]], encode: Encode, max_negatives: int) -> list[FTU]:
+def search_ftus(bench: QDocBenchmark, docs: Mapping[str, Mapping[str, Any]], encode: Encode, max_negatives: int) -> list[FTU]:
     """The ``search-clicks`` signal: one FTU per (train-half) search query with a relevant candidate."""
     rows = []
     for q in bench.questions:

@@ -23,11 +23,14 @@ import random
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..datasets import labelled_abstracts, pubmedqa, scirepeval
 from ..datasets.leakage import find_leaks, forbidden_from_repo_data
 from ..evaluation.texts import document_text
+
+if TYPE_CHECKING:
+    from .labelling import SentenceLabeller
 
 __all__ = ["SOURCES", "load_training_documents", "label_unlabelled", "whole_text", "sample_pool"]
 
@@ -127,7 +130,7 @@ def load_training_documents(
     return docs, report
 
 
-def label_unlabelled(docs: Mapping[str, dict[str, Any]], labeller: Any) -> int:
+def label_unlabelled(docs: Mapping[str, dict[str, Any]], labeller: SentenceLabeller | None) -> int:
     """Give every document without sentence labels the offline labeller's labels (in place;
     ``labels_origin = "labeller"``). Returns how many documents were labelled."""
     todo = [d for d in docs.values() if d.get("labels") is None]

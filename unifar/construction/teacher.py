@@ -9,17 +9,20 @@ only its first choice.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from ..datasets.ftu import TeacherList
 from ..evaluation.ranking import rank_order
 
+if TYPE_CHECKING:
+    from .mining import MiningConfig
+
 __all__ = ["teacher_list"]
 
 
-def teacher_list(cands: Sequence[str], scores: Mapping[str, np.ndarray], config: Any,
+def teacher_list(cands: Sequence[str], scores: Mapping[str, np.ndarray], config: MiningConfig,
                  rng: np.random.Generator) -> TeacherList | None:
     """The candidate list an FTU stores for distillation, from the hybrid teacher's scores of
     every facet over the query's whole rerank list ``cands`` (dense order); ``config`` is the

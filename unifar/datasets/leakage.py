@@ -35,9 +35,14 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .csfcube import load_csfcube
+
+if TYPE_CHECKING:
+    import os
+
+    from .ftu_files import FTUDataset
 
 __all__ = [
     "normalise_text",
@@ -210,7 +215,7 @@ def find_leaks(
 
 
 def check_no_leakage(
-    training: Any,
+    training: FTUDataset | str | os.PathLike[str],
     forbidden: ForbiddenSet,
     raise_on_leak: bool = True,
     min_shared_sentences: int = 2,

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,12 @@ from .power import mde_from_interval, minimum_detectable_effect
 from .report import compare_systems, fold_strata
 from .runner import evaluate_all
 from .systems import build_retrievers, load_unifar
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..ablation import AblationRun
+    from ..model import UniFAR
 
 __all__ = ["COLUMNS", "PAPER_ROWS", "PAPER_COLUMNS", "ablation_table", "ablation_verdicts", "column_mde", "column_values",
            "evaluate_rows", "metrics_only", "paper_sign_agreement", "seed_mean_result", "system_name"]
@@ -66,8 +72,8 @@ def system_name(row: str, seed: int) -> str:
     return f"{row} | seed {seed}"
 
 
-def evaluate_rows(runs: Mapping[tuple[str, int], Any], benchmarks: Sequence[str], base_model: str = "minilm",
-                  untrained: Any = None, cache_dir: str | None = None, **options: Any) -> dict[str, Any]:
+def evaluate_rows(runs: Mapping[tuple[str, int], AblationRun], benchmarks: Sequence[str], base_model: str = "minilm",
+                  untrained: UniFAR | None = None, cache_dir: str | None = None, **options: Any) -> dict[str, Any]:
     """Evaluate every run of :func:`unifar.ablation.train_rows` (system :func:`system_name`), plus
     ``untrained`` (a :class:`unifar.UniFAR`, system ``"untrained"``) and mean pooling of
     ``base_model`` (system ``"mean"``), on ``benchmarks``. Models on the same frozen base share its
@@ -239,7 +245,7 @@ def ablation_verdicts(mean_result: Mapping[str, Any], rows: Sequence[str], refer
                                       "effect_sought", "verdict"])
 
 
-def paper_sign_agreement(verdicts: Any) -> Any:
+def paper_sign_agreement(verdicts: pd.DataFrame) -> pd.DataFrame:
     """For each (row, column) of :func:`ablation_verdicts` the paper also reports: the paper's
     difference to its full row (table 3, reported), ours (measured), and whether the signs agree
     (``agree``) -- and whether ours is distinguishable from noise at all (``verdict``)."""

@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..datasets.csfcube import FACETS, load_csfcube
 from ..datasets.readers import resolve_dir
 from ..files import public_path, sha256_file
+
+if TYPE_CHECKING:
+    import os
+
+    from ..datasets.schema import QDocBenchmark
 
 __all__ = ["BENCHMARKS", "DEFAULT_BENCHMARKS", "DORIS_LEVELS", "LOADERS", "LoadedBenchmark"]
 
@@ -48,7 +53,7 @@ class LoadedBenchmark:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _qdoc_info(bench, path: Any, files: Sequence[Path], **extra: Any) -> dict[str, Any]:
+def _qdoc_info(bench: QDocBenchmark, path: str | os.PathLike[str], files: Sequence[Path], **extra: Any) -> dict[str, Any]:
     return {
         "path": public_path(path),
         "questions": len(bench.questions),

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,11 @@ from .labelled_bm25 import LabelledFacetBM25Retriever
 from .ranking import rank_order
 from .retrievers import Retriever, ScoreFn, cached
 from .tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_dev_half
+
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
+    from ..datasets.schema import QDocBenchmark
+    from .benchmarks import LoadedBenchmark
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -217,7 +222,7 @@ class FusedRetriever(Retriever):
 
     # -- the runner's hook ------------------------------------------------------------------------
     def prepare(
-        self, benchmark: Any, options: Mapping[str, Any], cache: dict | None = None
+        self, benchmark: LoadedBenchmark, options: Mapping[str, Any], cache: dict | None = None
     ) -> None:
         """Choose the weights for ``benchmark``
         (a :class:`~unifar.evaluation.benchmarks.LoadedBenchmark`) on its dev split, before it
@@ -236,7 +241,7 @@ class FusedRetriever(Retriever):
             return
         self.choices[benchmark.name] = self._tune_qdoc(dev, benchmark)
 
-    def _tune_qdoc(self, dev: Any, benchmark: Any) -> dict[str, Any]:
+    def _tune_qdoc(self, dev: QDocBenchmark, benchmark: LoadedBenchmark) -> dict[str, Any]:
         index = self.index(dev.documents.select_columns(["id", "title", "sentences"]).to_list())
         parts = self._part_scores(list(dev.questions["text"]), index)
         return choose_on_qdoc_dev(dev, benchmark, lambda w: self._fuse_rows(parts, w), self._grid())
@@ -269,7 +274,7 @@ class FusedRetriever(Retriever):
         return self._fuse_rows(self._part_scores(questions, index), w)
 
     # -- CSFCube ----------------------------------------------------------------------------------
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """The fused score function; tunes the weights on fold1_dev first
         (:func:`~unifar.evaluation.tuning.csfcube_dev_map`)."""
         memo = _Memo(

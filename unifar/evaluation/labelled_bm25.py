@@ -10,11 +10,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..facets import facet_of_csfcube_label
 from ..files import public_path, sha256_file
 from .retrievers import FacetBM25Retriever, ScoreFn, cached
+
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
 
 __all__ = ["LabelledFacetBM25Retriever"]
 
@@ -85,9 +88,9 @@ class LabelledFacetBM25Retriever(FacetBM25Retriever):
                             "sentence-label cache")
         return out
 
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """Facet-BM25 of a copy of ``data`` whose sentence labels are the labeller's."""
-        def relabel() -> Any:
+        def relabel() -> CSFCube:
             pids = data.pool_pids()
             predicted = self.labels({p: data.papers[p] for p in pids})
             papers = {

@@ -24,13 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import paper
 from .bootstrap import N_RESAMPLES, PairedResult, _groups, bootstrap_means
 from .report import fold_strata
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MDE", "minimum_detectable_effect", "mde_from_interval", "power_for", "verdict", "VERDICTS",
            "effects_sought", "power_table", "label_verdicts",
@@ -199,7 +202,7 @@ def power_table(result: Mapping[str, Any], base: str, reference: str,
                                        "reference"])
 
 
-def label_verdicts(verdicts: Any, power: Any) -> Any:
+def label_verdicts(verdicts: pd.DataFrame, power: pd.DataFrame) -> pd.DataFrame:
     """``verdicts`` (:func:`unifar.evaluation.report.verdict_table`) with the MDE and effect sought
     of each row's benchmark, fold and metric from ``power`` (:func:`power_table`), and every
     "within noise" verdict replaced by :func:`verdict`'s label: "underpowered" where the MDE
@@ -218,7 +221,7 @@ def label_verdicts(verdicts: Any, power: Any) -> Any:
 
 
 def labelled_verdicts(result: Mapping[str, Any], base: str, reference: str, folds: Sequence[str | None] = (None,),
-                      n_resamples: int = N_RESAMPLES, seed: int = 0) -> Any:
+                      n_resamples: int = N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
     """The verdicts a chapter saved (``result["verdicts"]``, beside the per-query scores of
     ``result["benchmarks"]``) labelled by :func:`label_verdicts`, with the power of ``reference``
     against ``base`` (:func:`power_table`). For results saved before they were labelled (a

@@ -39,13 +39,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..datasets.schema import QDocBenchmark
 from .metrics import ranx_per_query
 from .ranking import rank_change, rank_order
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pandas.io.formats.style import Styler
+
+    from .retrievers import Retriever
 
 __all__ = [
     "QDocProtocol",
@@ -270,8 +276,8 @@ def evaluate_qdoc(retriever, bench: QDocBenchmark, protocol: QDocProtocol, doc_i
     return result
 
 
-def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any],
-                      index_cache: dict[Any, Any] | None = None, collection: str | None = None):
+def pool_rank_changes(bench: QDocBenchmark, reference: Retriever, others: Sequence[Retriever],
+                      index_cache: dict[Any, Any] | None = None, collection: str | None = None) -> pd.DataFrame:
     """For a benchmark whose questions rerank a pool (SciRepEval search): how each of ``others``
     reorders every pool relative to ``reference`` (:func:`unifar.evaluation.ranking.rank_change`
     per question), one row per (system, question), the system under its ``name``.
@@ -292,7 +298,7 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
 
     ids = [d["id"] for d in docs]
 
-    def index_of(retriever: Any) -> Any:
+    def index_of(retriever: Retriever) -> Any:
         key = (retriever.index_key, collection or bench.name)
         hit = index_cache.get(key) if index_cache is not None else None
         if hit is not None and hit[0] == ids:  # the same documents in the same order
@@ -302,7 +308,7 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
             index_cache[key] = (ids, index)
         return index
 
-    def pools(retriever: Any) -> list[np.ndarray]:
+    def pools(retriever: Retriever) -> list[np.ndarray]:
         scores = np.asarray(retriever.score(texts, index_of(retriever)), dtype=np.float64)
         return [scores[i, [column[d] for d in bench.candidates[q]]] for i, q in enumerate(qids)]
 
@@ -315,7 +321,7 @@ def pool_rank_changes(bench: QDocBenchmark, reference: Any, others: Sequence[Any
     return pd.DataFrame(rows)
 
 
-def rank_change_summary(changes: Any):
+def rank_change_summary(changes: pd.DataFrame) -> pd.DataFrame:
     """:func:`pool_rank_changes`' rows summed up per system: ``reordered (%)``, the share of
     questions whose pool was reordered at all; ``judged pair swapped (%)``, the share in which two
     differently judged candidates swapped; ``largest shift, median``, the median over questions of
@@ -332,7 +338,7 @@ def rank_change_summary(changes: Any):
     })
 
 
-def rank_change_style(summary: Any):
+def rank_change_style(summary: pd.DataFrame) -> Styler:
     """:func:`rank_change_summary` for display: shares as whole percents, score changes and gaps
     to four digits (cosines: two digits would print them all as 0.00)."""
     return (summary.style.format("{:.4f}", subset=["largest shift, median", "smallest judged gap, median"])

@@ -27,13 +27,16 @@ facet-restricted query, facet-BM25, the hybrid) have :attr:`Retriever.qdoc` Fals
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..facets import FACETS
 from .texts import document_text, facet_query_text
+
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
 
 __all__ = [
     "ScoreFn",
@@ -71,7 +74,7 @@ class Retriever(ABC):
         """Scores ``[len(questions), n_documents]`` (float64), higher = more relevant."""
 
     @abstractmethod
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """The CSFCube score function ``(facet, qpid, cands) -> scores`` (:data:`ScoreFn`).
 
         ``cache`` (a dict shared between retrievers of one run) keeps what a retriever built of
@@ -83,7 +86,7 @@ class Retriever(ABC):
         return {"name": self.name, "label": self.label}
 
 
-def cached(cache: dict | None, key: Any, build: Callable[[], Any]) -> Any:
+def cached(cache: dict | None, key: Hashable, build: Callable[[], Any]) -> Any:
     """``cache[key]``, built by ``build()`` and stored on the first call (no cache: built).
 
     >>> c = {}; cached(c, "k", lambda: 1), cached(c, "k", lambda: 2), cached(None, "k", lambda: 3)
@@ -163,7 +166,7 @@ class BM25Retriever(Retriever):
             out[i] = index.scores(q, index.pids)
         return out
 
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """The query paper's title + abstract against each candidate's; IDF over the collection."""
         def build() -> BM25Scorer:
             return BM25Scorer({p: document_text(data.papers[p], " ") for p in data.pool_pids()}, stem=self.stem)
@@ -203,7 +206,7 @@ class FacetBM25Retriever(Retriever):
     def score(self, questions: Sequence[str], index: Any) -> np.ndarray:
         raise _doc_doc_only("facet-BM25")
 
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         def build() -> dict[str, BM25Scorer]:
             pids = data.pool_pids()
             return {f: BM25Scorer({p: facet_query_text(data.papers[p], f, " ", title=False) or "" for p in pids},

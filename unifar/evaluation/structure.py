@@ -17,15 +17,25 @@ reports structural measures, each a function here:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+    from torch import nn
+
+    from ..caching import TokenStateCache
+    from ..datasets.schema import QDocBenchmark
+    from ..encoding import FacetEncoding
+    from ..model import UniFAR
+    from ..text import EncodedInput
 
 __all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "parameter_shift", "relevant_pairs",
            "sentence_attention", "span_shares"]
 
 
-def diagonal_contrast(matrix: Any) -> float:
+def diagonal_contrast(matrix: ArrayLike) -> float:
     r"""Mean diagonal minus mean off-diagonal entry of a square facet similarity matrix.
 
     $$ c(M) = \frac{1}{F}\sum_f M_{ff} - \frac{1}{F(F-1)}\sum_{f \ne g} M_{fg} $$
@@ -46,7 +56,7 @@ def diagonal_contrast(matrix: Any) -> float:
     return diag - (float(m.sum()) - n * diag) / (n * (n - 1))
 
 
-def parameter_shift(model: Any, start: Any) -> dict[str, float]:
+def parameter_shift(model: nn.Module, start: nn.Module) -> dict[str, float]:
     r"""How far training moved each named parameter group of ``model`` from ``start`` (the same
     architecture before training), relative to where it started:
 
@@ -79,7 +89,7 @@ def parameter_shift(model: Any, start: Any) -> dict[str, float]:
     return {g: (diff / ref) ** 0.5 if ref > 0 else diff ** 0.5 for g, (diff, ref) in sums.items()}
 
 
-def relevant_pairs(bench: Any, max_pairs: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
+def relevant_pairs(bench: QDocBenchmark, max_pairs: int | None = None, seed: int = 0) -> list[tuple[str, str]]:
     """``(question text, document id)`` of every judged-relevant pair of a q-doc benchmark
     (:class:`unifar.datasets.schema.QDocBenchmark`), in question order; ``max_pairs`` keeps a
     seeded sample of that many."""
@@ -91,8 +101,8 @@ def relevant_pairs(bench: Any, max_pairs: int | None = None, seed: int = 0) -> l
     return pairs
 
 
-def mean_facet_matrix(model: Any, pairs: Sequence[tuple[str, str]], documents: Mapping[str, Mapping[str, Any]],
-                      state_cache: Any = None, batch_size: int = 32) -> np.ndarray:
+def mean_facet_matrix(model: UniFAR, pairs: Sequence[tuple[str, str]], documents: Mapping[str, Mapping[str, Any]],
+                      state_cache: TokenStateCache | None = None, batch_size: int = 32) -> np.ndarray:
     """The mean facet similarity matrix ``[F, F]`` (rows: question facets, columns: document
     facets) of ``model`` over ``pairs`` of (question text, document id); ``documents`` maps an id
     to ``{"title", "sentences"}``. Each question and document is encoded once (``state_cache``: a
@@ -121,7 +131,7 @@ def mean_facet_matrix(model: Any, pairs: Sequence[tuple[str, str]], documents: M
     return torch.einsum("pih,pjh->pij", qn, dn).double().mean(0).numpy()
 
 
-def sentence_attention(encoding: Any, index: int, item: Any) -> np.ndarray:
+def sentence_attention(encoding: FacetEncoding, index: int, item: EncodedInput) -> np.ndarray:
     """One document's facet attention over its abstract sentences ``[F, n]``, each row summing
     to 1. ``encoding`` is a :class:`unifar.model.FacetEncoding` and ``item`` the document's
     :class:`unifar.text.EncodedInput` (from :meth:`unifar.model.UniFAR.tokenize_documents`). A
@@ -143,7 +153,7 @@ def sentence_attention(encoding: Any, index: int, item: Any) -> np.ndarray:
     return per / np.where(total > 0, total, 1.0)
 
 
-def span_shares(attention: Any, spans: Mapping[str, Sequence[int]], facets: Sequence[str]) -> dict[str, dict[str, float]]:
+def span_shares(attention: ArrayLike, spans: Mapping[str, Sequence[int]], facets: Sequence[str]) -> dict[str, dict[str, float]]:
     """Per facet, the share of its attention on the sentences ``spans[facet]`` and what uniform
     attention would put there (span length / sentences).
 
@@ -164,7 +174,8 @@ def span_shares(attention: Any, spans: Mapping[str, Sequence[int]], facets: Sequ
     return out
 
 
-def case_study_attention(model: Any, question: str, documents: Sequence[Any], state_cache: Any = None) -> dict[str, Any]:
+def case_study_attention(model: UniFAR, question: str, documents: Sequence[Any],
+                         state_cache: TokenStateCache | None = None) -> dict[str, Any]:
     """Figure 4 for one model: the question's facet attention over its units (tokens or its one
     sentence, as the model's branch chooses) and each document's sentence attention
     (:func:`sentence_attention`) with :func:`span_shares` on the document's ``spans``.

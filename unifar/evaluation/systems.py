@@ -22,11 +22,15 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import UniFARConfig
 from ..files import public_path
 from .retrievers import BM25Retriever, FacetBM25Retriever
+
+if TYPE_CHECKING:
+    from ..caching import TokenStateCache
+    from ..model import UniFAR
 
 __all__ = ["SYSTEMS", "build_retrievers", "is_unifar_checkpoint", "load_unifar", "public_model", "share_frozen_base"]
 
@@ -51,7 +55,7 @@ def is_unifar_checkpoint(path: str | os.PathLike[str]) -> bool:
     return isinstance(config, dict) and "facets" in config and "base_model" in config
 
 
-def load_unifar(model: str, max_length: int | None = None, device: str | None = None):
+def load_unifar(model: str, max_length: int | None = None, device: str | None = None) -> UniFAR:
     """A trained UniFAR from a checkpoint folder (keeping its own ``max_tokens`` unless
     ``max_length`` is given), or an untrained UniFAR on a base encoder name (512 by default)."""
     from .. import UniFAR, UniFARConfig
@@ -64,7 +68,7 @@ def load_unifar(model: str, max_length: int | None = None, device: str | None = 
     return UniFAR(UniFARConfig(base_model=model, max_tokens=max_length or 512), device=device)
 
 
-def public_model(model: Any) -> str:
+def public_model(model: UniFAR | str | os.PathLike[str]) -> str:
     return public_path(model) if isinstance(model, (str, os.PathLike)) and os.path.isabs(str(model)) else str(model)
 
 
@@ -87,7 +91,7 @@ def _system_keys(systems: Sequence[str] | None, trained: bool) -> list[str]:
     return keys
 
 
-def _untrained_unifar(config: Any, base: str, max_length: int | None, device: str | None):
+def _untrained_unifar(config: UniFARConfig | None, base: str, max_length: int | None, device: str | None) -> UniFAR:
     """UniFAR with untrained aggregation on ``base``: ``config`` (a checkpoint's) on that base,
     or the defaults when there is none."""
     import dataclasses
@@ -103,7 +107,7 @@ def _untrained_unifar(config: Any, base: str, max_length: int | None, device: st
 
 
 def build_retrievers(
-    model: Any = None,
+    model: UniFAR | str | os.PathLike[str] | None = None,
     systems: Sequence[str] | None = None,
     base_model: str | None = None,
     max_length: int | None = None,
@@ -184,7 +188,7 @@ def build_retrievers(
     return out, facts
 
 
-def _differing_top_layers(ref: Any, other: Any) -> int | None:
+def _differing_top_layers(ref: UniFAR, other: UniFAR) -> int | None:
     """0 when two UniFAR models have identical base encoders, ``k`` when they differ only in the
     top ``k`` transformer layers of a BERT-style base (one trained with ``--train-top-layers``),
     None otherwise (other encoders, token budgets or weights below the top layers)."""
@@ -210,7 +214,7 @@ def _differing_top_layers(ref: Any, other: Any) -> int | None:
     return n - min(int(m.group(1)) for m in layer)
 
 
-def share_frozen_base(retrievers: Sequence[Any], cache_dir: str | os.PathLike[str] | None = None) -> Any | None:
+def share_frozen_base(retrievers: Sequence[Any], cache_dir: str | os.PathLike[str] | None = None) -> TokenStateCache | None:
     """Give the UniFAR retrievers whose base encoders hold identical weights (e.g. untrained UniFAR
     and UniFAR trained with ``--freeze-base``) one :class:`~unifar.caching.TokenStateCache`, so the
     base runs once per input for all of them. Bases that differ only in their top ``k`` layers

@@ -16,7 +16,7 @@ The hybrid systems (:class:`unifar.evaluation.hybrid.FusedRetriever`) and FLeW's
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,10 @@ from .csfcube import csfcube_per_query, rank_pools
 from .qdoc import evaluate_ranking, rank
 from .report import HEADLINE_METRICS
 from .retrievers import ScoreFn
+
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
+    from .benchmarks import LoadedBenchmark
 
 __all__ = [
     "choose_weights", "csfcube_dev_map", "choose_on_csfcube_dev", "qdoc_dev_half", "choose_on_qdoc_dev",
@@ -54,7 +58,7 @@ def choose_weights(
     return tuple(grid[best]), curve
 
 
-def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -> float:
+def csfcube_dev_map(score_fn: ScoreFn, data: CSFCube, exclude_query: bool = False) -> float:
     """Aggregated MAP (percent) of ``score_fn`` over CSFCube's fold1_dev query facets, ranking
     only their pools: no other query's judgements are read (the tuning number)."""
     dev_ids = list(data.splits["all"]["fold1_dev"])
@@ -68,7 +72,7 @@ def csfcube_dev_map(score_fn: ScoreFn, data: Any, exclude_query: bool = False) -
 
 def choose_on_csfcube_dev(
     with_weights: Callable[[tuple[float, ...]], ScoreFn],
-    data: Any,
+    data: CSFCube,
     grid: Sequence[tuple[float, ...]],
     exclude_query: bool = False,
     record_curve: bool = True,
@@ -86,7 +90,7 @@ def choose_on_csfcube_dev(
     }
 
 
-def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
+def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> QDocBenchmark | None:
     """The dev half of a q-doc benchmark (a :class:`~unifar.datasets.schema.QDocBenchmark`), or
     None when it has none: ``scirepeval`` -> the train half of the search sample (when the test
     half is reported); ``pubmedqa`` -> the 500 PQA-L training questions against all 1,000
@@ -113,8 +117,8 @@ def qdoc_dev_half(name: str, options: Mapping[str, Any]) -> Any | None:
 
 
 def choose_on_qdoc_dev(
-    dev: Any,
-    benchmark: Any,
+    dev: QDocBenchmark,
+    benchmark: LoadedBenchmark,
     scores: Callable[[tuple[float, ...]], np.ndarray],
     grid: Sequence[tuple[float, ...]],
 ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ The choices and their dev curves are recorded in :meth:`FLeWRetriever.describe`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -27,6 +27,10 @@ from ..evaluation.tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_
 from ..evaluation.retrievers import Retriever, ScoreFn, cached
 from ..facets import FACETS
 from .inference import facet_embeddings, per_facet, weight_grid, weighted_embedding
+
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
+    from ..evaluation.benchmarks import LoadedBenchmark
 
 __all__ = ["FLeWRetriever", "CSFCUBE_MODES"]
 
@@ -94,7 +98,7 @@ class FLeWRetriever(Retriever):
         return tuple(chosen["weights"])
 
     # -- the runner's hook ------------------------------------------------------------------------
-    def prepare(self, benchmark: Any, options: Mapping[str, Any], cache: dict | None = None) -> None:
+    def prepare(self, benchmark: LoadedBenchmark, options: Mapping[str, Any], cache: dict | None = None) -> None:
         """Choose the eq. 8 weights for ``benchmark`` on its dev split (CSFCube's on fold1_dev,
         when first scored in ``weighted`` mode)."""
         self._active = benchmark.name
@@ -135,7 +139,7 @@ class FLeWRetriever(Retriever):
         return self._scores(self.encode_texts(list(questions)), index, self._weights())
 
     # -- CSFCube ----------------------------------------------------------------------------------
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """Facet ``x`` by FLeW-``x``'s cosine (``facet``), or by eq. 8's weighted embedding with
         the weights chosen on fold1_dev (``weighted``)."""
         pids = data.pool_pids()

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..bi_encoder import BiEncoder
 from ..caching import TokenStateCache
@@ -52,6 +52,9 @@ from .training import (
     finished_run,
     train_bi_encoder,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "HOW",
@@ -367,7 +370,7 @@ def _dev_settings(exp: Experiment, dev: Mapping[str, Sequence[Any]], monitor: Se
 
 
 def _finished(
-    exp: Experiment, where: Path, settings: Mapping[str, Any], device: Any
+    exp: Experiment, where: Path, settings: Mapping[str, Any], device: str | torch.device | None
 ) -> ExperimentRun | None:
     """The run saved in ``where`` if its record matches ``settings``, else None."""
     done = finished_run(where, settings, RUN_RECORD, device)

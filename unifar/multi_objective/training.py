@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -46,6 +46,9 @@ from ..optim import make_scheduler
 from ..runtime import autocast_for
 from .objectives import Example
 from .schedules import Phase
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
 __all__ = [
     "BiEncoderTrainArgs",
@@ -268,8 +271,8 @@ def _save_run(result: BiEncoderTrainResult, out_dir: Path, phases: Sequence[Phas
 
 
 def _dev_point(model: BiEncoder, args: BiEncoderTrainArgs, cache: TokenStateCache | None,
-               dev: Mapping[str, Sequence[Example]], monitor: Sequence[str], loss_fn: LossFn, autocast: Any,
-               phase: str, step: int) -> dict[str, Any]:
+               dev: Mapping[str, Sequence[Example]], monitor: Sequence[str], loss_fn: LossFn,
+               autocast: AbstractContextManager[Any], phase: str, step: int) -> dict[str, Any]:
     """One point of a dev curve (:func:`held_out_losses` with dropout off): ``dev`` is the mean
     over the ``monitor`` objectives, ``dev/<objective>`` each objective's loss."""
     if cache is None:
@@ -295,7 +298,7 @@ def examples_digest(examples: Sequence[Example]) -> str:
 
 
 def finished_run(
-    where: Path, settings: Any, record: str, device: Any = None
+    where: Path, settings: Mapping[str, Any], record: str, device: str | torch.device | None = None
 ) -> BiEncoderTrainResult | None:
     """The run :func:`train_bi_encoder` saved in ``where`` (``final/``, ``log.json``) if the
     record file ``where/record``, written by the caller when the run finished, equals

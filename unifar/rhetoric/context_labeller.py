@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +47,9 @@ from ..model import UniFAR
 from .labeller import fit_linear_head
 from .labeller_scores import facet_scores
 
+if TYPE_CHECKING:
+    from ..encoding import FacetEncoding
+
 __all__ = ["InContextLabeller", "base_digest", "document_features", "sentence_features", "FORMAT"]
 
 FORMAT = "in-context"
@@ -55,7 +58,7 @@ CONFIG_NAME = "labeller.json"
 HEAD_NAME = "head.safetensors"
 
 
-def base_digest(model: Any) -> str:
+def base_digest(model: UniFAR) -> str:
     """SHA-256 (hex, 24 chars) of a UniFAR model's base encoder weights, device independent; the
     pooler, which UniFAR never reads, is left out (as in :func:`unifar.search.models.model_digest`)."""
     named = [(n, t) for n, t in sorted(model.base.state_dict().items()) if ".pooler." not in n]
@@ -84,7 +87,7 @@ def document_features(S: torch.Tensor) -> torch.Tensor:
     return torch.cat([F.normalize(S, dim=-1), F.normalize(S - S.mean(0, keepdim=True), dim=-1), pos], dim=1)
 
 
-def sentence_features(docs: Sequence[Mapping[str, Any]], encoding: Any) -> list[tuple[list[int], torch.Tensor]]:
+def sentence_features(docs: Sequence[Mapping[str, Any]], encoding: FacetEncoding) -> list[tuple[list[int], torch.Tensor]]:
     """Per document: the indices of its ``sentences`` that have an in-context state in
     ``encoding`` (from ``encode_documents(docs, sentence_states=True)``), and their features
     (:func:`document_features`, float32). The title's state is left out; a blank sentence, one
@@ -110,7 +113,7 @@ class InContextLabeller:
     docstring). ``model``: a :class:`~unifar.model.UniFAR` (only its base and tokenisation are
     read; :meth:`for_base` builds one). ``C``: the L2 penalty's inverse, chosen on a dev split."""
 
-    def __init__(self, model: Any, C: float = 1.0, class_weight: str | None = None, max_iter: int = 1000,
+    def __init__(self, model: UniFAR, C: float = 1.0, class_weight: str | None = None, max_iter: int = 1000,
                  tol: float = 1e-6, batch_size: int = 16, progress: bool | None = None) -> None:
         self.model, self.C, self.class_weight = model, float(C), class_weight
         self.max_iter, self.tol, self.batch_size, self.progress = int(max_iter), float(tol), batch_size, progress
@@ -125,21 +128,21 @@ class InContextLabeller:
         return cls(UniFAR(UniFARConfig(base_model=base_model, max_tokens=max_tokens), device=device), **kwargs)
 
     # -- features ------------------------------------------------------------------------------
-    def encode(self, docs: Sequence[Mapping[str, Any]]) -> Any:
+    def encode(self, docs: Sequence[Mapping[str, Any]]) -> FacetEncoding:
         """This labeller's own pass: the documents through its base, sentence states kept (a
         document without a title is encoded as one with an empty title)."""
         docs = [d if "title" in d else {**d, "title": ""} for d in docs]
         return self.model.encode_documents(docs, batch_size=self.batch_size, show_progress=self.progress,
                                            sentence_states=True)
 
-    def shares_pass_with(self, model: Any) -> bool:
+    def shares_pass_with(self, model: UniFAR) -> bool:
         """Whether ``model``'s encoding can be labelled from its own states: the same base weights
         (digest) and the same token budget as this labeller's base."""
         return (model is self.model or (model.config.max_tokens == self.model.config.max_tokens
                                          and base_digest(model) == self.digest))
 
-    def features(self, docs: Sequence[Mapping[str, Any]], encoding: Any = None,
-                 model: Any = None) -> list[tuple[list[int], torch.Tensor]]:
+    def features(self, docs: Sequence[Mapping[str, Any]], encoding: FacetEncoding | None = None,
+                 model: UniFAR | None = None) -> list[tuple[list[int], torch.Tensor]]:
         """:func:`sentence_features` from ``encoding`` (made by ``model``) when they share a pass
         (:meth:`shares_pass_with`), else from this labeller's own pass."""
         if encoding is None or not encoding.sentence_states or not self.shares_pass_with(model or self.model):
@@ -147,7 +150,8 @@ class InContextLabeller:
         return sentence_features(docs, encoding)
 
     # -- training and prediction ---------------------------------------------------------------
-    def fit(self, docs: Sequence[Mapping[str, Any]], encoding: Any = None, **metadata: Any) -> "InContextLabeller":
+    def fit(self, docs: Sequence[Mapping[str, Any]], encoding: FacetEncoding | None = None,
+            **metadata: Any) -> "InContextLabeller":
         """Train the head on the facet-labelled sentences of ``docs`` (``labels``; ``None``, e.g.
         CSAbstruct's ``other``, and sentences without a state skipped)."""
         X, y = [], []
@@ -179,8 +183,8 @@ class InContextLabeller:
             return []
         return [FACETS[i] for i in (X.double() @ self.params["W"].T + self.params["b"]).argmax(-1).tolist()]
 
-    def label_documents(self, docs: Sequence[Mapping[str, Any]], encoding: Any = None,
-                        model: Any = None) -> list[list[str | None]]:
+    def label_documents(self, docs: Sequence[Mapping[str, Any]], encoding: FacetEncoding | None = None,
+                        model: UniFAR | None = None) -> list[list[str | None]]:
         """One facet per sentence of each document (``None`` for a sentence without a state);
         from ``encoding`` (``model``'s) when the pass can be shared, else from its own pass."""
         docs = list(docs)
@@ -192,7 +196,7 @@ class InContextLabeller:
             out.append(labels)
         return out
 
-    def evaluate(self, docs: Sequence[Mapping[str, Any]], encoding: Any = None) -> dict[str, Any]:
+    def evaluate(self, docs: Sequence[Mapping[str, Any]], encoding: FacetEncoding | None = None) -> dict[str, Any]:
         """:func:`~unifar.rhetoric.labeller_scores.facet_scores` on the facet-labelled sentences
         of ``docs``; a sentence without a state counts as a wrong answer."""
         gold, pred = [], []
@@ -221,7 +225,7 @@ class InContextLabeller:
         return path
 
     @classmethod
-    def load(cls, directory: str | Path, device: str | None = None, model: Any = None) -> "InContextLabeller":
+    def load(cls, directory: str | Path, device: str | None = None, model: UniFAR | None = None) -> "InContextLabeller":
         """Read a labeller written by :meth:`save`; its base is loaded by name (or ``model`` is
         used) and must have the weights it was trained on (digest)."""
         from safetensors.torch import load_file

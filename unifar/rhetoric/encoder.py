@@ -10,7 +10,7 @@ transformer baselines, footnote 8).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +19,9 @@ from torch import nn
 from ..base_models import load_encoder
 from ..batching import batched_encode
 from ..pooling import mean_pool
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["SentenceEncoder"]
 
@@ -33,7 +36,8 @@ class SentenceEncoder(nn.Module):
     default 128) truncates long sentences.
     """
 
-    def __init__(self, model: nn.Module, tokenizer: Any, max_length: int = 128, name: str | None = None) -> None:
+    def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase, max_length: int = 128,
+                 name: str | None = None) -> None:
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer

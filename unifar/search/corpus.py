@@ -20,7 +20,7 @@ import csv
 import itertools
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def check_documents(
     return out
 
 
-def _csv_records(f: Any) -> Iterator[tuple[int, list[str]]]:
+def _csv_records(f: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
     """``(first line, cells)`` of each CSV record, skipping the blank lines that pandas skips
     (so the n-th record here is the n-th row ``datasets`` reads)."""
     reader = csv.reader(f)

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -45,6 +45,11 @@ from .folder import (CHUNKS, DOCUMENTS, INDEX_DIR, INDEX_JSON, MANIFEST, clear, 
 from .lexical import LEXICAL_FIELDS, SavedBM25, build_bm25, field_texts
 from .models import load_model, model_digest, model_facts
 from .vectors import VectorIndex
+
+if TYPE_CHECKING:
+    from ..model import UniFAR
+    from ..rhetoric.context_labeller import InContextLabeller
+    from ..rhetoric.labeller import FacetLabeller
 
 __all__ = ["Index", "Hit", "INDEX_DIR", "check_search_options"]
 
@@ -107,9 +112,9 @@ class Index:
 
     def __init__(
         self,
-        model: Any = None,
+        model: UniFAR | str | os.PathLike[str] | None = None,
         *,
-        labeller: Any = None,
+        labeller: FacetLabeller | InContextLabeller | None = None,
         use_labels: bool = True,
         batch_size: int = 32,
         bf16: bool | None = None,
@@ -133,7 +138,7 @@ class Index:
 
     # ------------------------------------------------------------------ the model
     @property
-    def model(self) -> Any:
+    def model(self) -> UniFAR:
         """The query encoder (loaded on first use from the spec the index was built with)."""
         if self._model is None:
             spec = (self.facts or {}).get("spec")
@@ -288,7 +293,7 @@ class Index:
     def from_encoding(
         cls,
         directory: str | os.PathLike[str],
-        model: Any = None,
+        model: UniFAR | str | os.PathLike[str] | None = None,
         device: str | None = None,
         check: bool = True,
     ) -> "Index":
@@ -310,7 +315,7 @@ class Index:
     def load(
         cls,
         directory: str | os.PathLike[str],
-        model: Any = None,
+        model: UniFAR | str | os.PathLike[str] | None = None,
         device: str | None = None,
         check: bool = True,
     ) -> "Index":

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -41,6 +41,11 @@ from ..rhetoric.labeller import CONFIG_NAME, FacetLabeller
 from .folder import (CHUNKS, DOCUMENTS, FORMAT, MANIFEST, VERSION, clear, encoding_id, read_manifest,
                      verify_encoding, writing)
 from .models import load_model, model_digest, model_facts, model_spec  # noqa: F401 -- re-exported
+
+if TYPE_CHECKING:
+    from ..encoding import FacetEncoding
+    from ..model import UniFAR
+    from .corpus import Corpus
 
 __all__ = ["MANIFEST", "DOCUMENTS", "DEFAULT_LABELLER", "Encoding", "load_model", "model_digest",
            "model_facts", "load_labeller", "shares_pass", "label_documents", "encode_corpus", "read_encoding",
@@ -63,7 +68,7 @@ class Encoding:
     manifest: dict[str, Any]
 
 
-def load_labeller(path: str | os.PathLike[str] | None) -> Any:
+def load_labeller(path: str | os.PathLike[str] | None) -> FacetLabeller | InContextLabeller:
     """The offline sentence labeller in ``path`` (a
     :class:`~unifar.rhetoric.labeller.FacetLabeller`, or an
     :class:`~unifar.rhetoric.context_labeller.InContextLabeller` by its ``format``), by
@@ -85,15 +90,15 @@ def load_labeller(path: str | os.PathLike[str] | None) -> Any:
     return FacetLabeller.load(folder)
 
 
-def shares_pass(labeller: Any | None, model: Any) -> bool:
+def shares_pass(labeller: FacetLabeller | InContextLabeller | None, model: UniFAR) -> bool:
     """Whether ``labeller`` labels from ``model``'s own encoding pass (an
     :class:`~unifar.rhetoric.context_labeller.InContextLabeller` on the same base)."""
     shares = getattr(labeller, "shares_pass_with", None)  # duck-typed: no import for a FacetLabeller
     return shares is not None and bool(shares(model))
 
 
-def label_documents(docs: Sequence[dict[str, Any]], labeller: Any | None, encoding: Any = None,
-                    model: Any = None) -> list[list[str | None]]:
+def label_documents(docs: Sequence[dict[str, Any]], labeller: FacetLabeller | InContextLabeller | None,
+                    encoding: FacetEncoding | None = None, model: UniFAR | None = None) -> list[list[str | None]]:
     """Each document's labels: its own when given, else the labeller's, else none. ``encoding``
     (``model``'s, of all of ``docs``, with sentence states) lets an in-context labeller label from
     that pass."""
@@ -188,12 +193,12 @@ def _start(out: Path, signature: dict[str, Any], overwrite: bool) -> dict[str, A
 
 
 def encode_corpus(
-    corpus: Any,
-    model: Any,
+    corpus: Corpus,
+    model: UniFAR,
     out: str | os.PathLike[str],
     *,
     spec: str | None = None,
-    labeller: Any | None = None,
+    labeller: FacetLabeller | InContextLabeller | None = None,
     chunk_size: int = 1000,
     batch_size: int = 32,
     bf16: bool | None = None,
@@ -231,8 +236,8 @@ def encode_corpus(
                               progress, on_chunk)
 
 
-def _encode_chunks(docs: Sequence[dict[str, Any]], model: Any, out: Path, manifest: dict[str, Any],
-                   labeller: Any | None, chunk_size: int, batch_size: int, bf16: bool | None,
+def _encode_chunks(docs: Sequence[dict[str, Any]], model: UniFAR, out: Path, manifest: dict[str, Any],
+                   labeller: FacetLabeller | InContextLabeller | None, chunk_size: int, batch_size: int, bf16: bool | None,
                    progress: bool, on_chunk: Callable[[int], None] | None) -> dict[str, Any]:
     """Encode every chunk not on disk as the manifest records it, then complete the manifest."""
     from tqdm import tqdm
@@ -279,8 +284,8 @@ def _encode_chunks(docs: Sequence[dict[str, Any]], model: Any, out: Path, manife
     return manifest
 
 
-def _new_manifest(corpus: Any, out: Path, signature: dict[str, Any], facts: dict[str, Any],
-                  labeller: Any | None) -> dict[str, Any]:
+def _new_manifest(corpus: Corpus, out: Path, signature: dict[str, Any], facts: dict[str, Any],
+                  labeller: FacetLabeller | InContextLabeller | None) -> dict[str, Any]:
     """Start an encoding folder: the documents and an empty manifest."""
     manifest = {
         "format": FORMAT,
@@ -298,7 +303,7 @@ def _new_manifest(corpus: Any, out: Path, signature: dict[str, Any], facts: dict
     return manifest
 
 
-def _labeller_name(labeller: Any | None) -> str | None:
+def _labeller_name(labeller: FacetLabeller | InContextLabeller | None) -> str | None:
     if labeller is None:
         return None
     if hasattr(labeller, "shares_pass_with"):

@@ -6,7 +6,7 @@ than facets, summed per sentence) and the BM25 terms that matched, per BM25 fiel
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,10 +14,14 @@ from ..facets import FACETS
 from ..scoring import facet_similarity
 from .lexical import field_texts, matched_terms
 
+if TYPE_CHECKING:
+    from ..model import UniFAR
+    from .corpus_index import Index
+
 __all__ = ["explain", "attended_sentences", "format_explanation"]
 
 
-def attended_sentences(model: Any, doc: dict[str, Any], top: int = 3) -> dict[str, Any]:
+def attended_sentences(model: UniFAR, doc: dict[str, Any], top: int = 3) -> dict[str, Any]:
     """Per facet the ``top`` units (title first, then sentences) of ``doc`` with the most
     attention weight; the branch (``sentence`` or ``token``) UniFAR took for it."""
     item = model.tokenize_documents([doc])[0]
@@ -49,7 +53,7 @@ def attended_sentences(model: Any, doc: dict[str, Any], top: int = 3) -> dict[st
 
 
 def explain(
-    index: Any, query: str | None, doc_id: str, *, like: str | None = None, top: int = 3
+    index: Index, query: str | None, doc_id: str, *, like: str | None = None, top: int = 3
 ) -> dict[str, Any]:
     """The explanation of ``doc_id`` for a question or a paper (``like``), as a JSON-ready dict:
     ``matrix`` (rows: query facets, columns: the paper's), ``diagonal_mean``, ``attention``

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,10 +16,13 @@ from ..base_models import check_model_name, short_name
 from ..evaluation.systems import is_unifar_checkpoint, load_unifar
 from ..files import hash_tensors
 
+if TYPE_CHECKING:
+    from ..model import UniFAR
+
 __all__ = ["load_model", "model_spec", "model_digest", "model_facts"]
 
 
-def load_model(spec: str, device: str | None = None) -> Any:
+def load_model(spec: str, device: str | None = None) -> UniFAR:
     """UniFAR from a checkpoint folder, or untrained on a base encoder name (clear errors for a
     name that names nothing, :func:`unifar.base_models.check_model_name`)."""
     if not is_unifar_checkpoint(spec):
@@ -32,7 +35,7 @@ def model_spec(spec: str) -> str:
     return str(Path(spec).resolve()) if Path(spec).is_dir() else spec
 
 
-def model_digest(model: Any) -> str:
+def model_digest(model: UniFAR) -> str:
     """SHA-256 (hex, 24 chars) of a UniFAR model's config and weights (device independent).
 
     The base encoder's pooler is left out: UniFAR never reads it, and a checkpoint of a base
@@ -55,7 +58,7 @@ def model_digest(model: Any) -> str:
     return h.hexdigest()[:24]
 
 
-def model_facts(model: Any, spec: str | None) -> dict[str, Any]:
+def model_facts(model: UniFAR, spec: str | None) -> dict[str, Any]:
     """The manifest's ``model`` entry."""
     return {
         "spec": spec,

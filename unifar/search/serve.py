@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..facets import FACETS
 from ..scoring import facet_similarity
 from .corpus_index import Index
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from flask import Flask
 
 __all__ = ["create_app", "serve"]
 
@@ -40,7 +45,7 @@ class BadRequest(ValueError):
         self.status = status
 
 
-def _number(args: Any, name: str, kind: type, default: Any) -> Any:
+def _number(args: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
     raw = args.get(name, "").strip()
     if not raw:
         return default
@@ -51,7 +56,7 @@ def _number(args: Any, name: str, kind: type, default: Any) -> Any:
         raise BadRequest(f"{name} must be {what}, got {raw!r}") from None
 
 
-def _request(args: Any) -> dict[str, Any]:
+def _request(args: Mapping[str, str]) -> dict[str, Any]:
     """The search parameters of a query string; missing ones take their defaults."""
     q, like = args.get("q", "").strip() or None, args.get("like", "").strip() or None
     facet = args.get("facet", "all").strip().lower() or "all"
@@ -65,7 +70,7 @@ class _Searcher:
     """The loaded index plus a small memo of question embeddings (a repeated query, or its
     explain view, is not encoded again)."""
 
-    def __init__(self, index: Any, memo: int = 256) -> None:
+    def __init__(self, index: Index, memo: int = 256) -> None:
         self.index = index
         self._memo: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._size = memo
@@ -117,7 +122,7 @@ class _Searcher:
             raise BadRequest(err.args[0], 404) from None
 
 
-def create_app(index: Any) -> Any:
+def create_app(index: Index) -> Flask:
     """The Flask application over a loaded :class:`~unifar.search.corpus_index.Index`."""
     from flask import Flask, jsonify, render_template, request
 
