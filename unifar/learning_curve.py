@@ -20,10 +20,18 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .evaluation.csfcube import csfcube_split_papers
 from .training_data import split_ftus
+
+if TYPE_CHECKING:
+    from .caching import TokenStateCache
+    from .config import TrainArgs
+    from .datasets.csfcube import CSFCube
+    from .datasets.ftu import FTU
+    from .datasets.ftu_files import FTUDataset
+    from .model import UniFAR
 
 __all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "where_runs_ended", "csfcube_dev_measure", "held_out_measure",
            "held_out_measures", "standard_dev_curve"]
@@ -32,7 +40,7 @@ CURVE_NAME = "dev_curve.jsonl"
 
 #: A dev measure: ``fn(model, record) -> float`` (``record``: the step's log record, or ``{}``
 #: before training).
-Measure = Callable[[Any, Mapping[str, Any]], float]
+Measure = Callable[["UniFAR", Mapping[str, Any]], float]
 
 
 @dataclass
@@ -195,7 +203,7 @@ class DevCurve:
         return self.points[self.plateau.best_index] if self.points else None
 
 
-def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", max_queries: int | None = None) -> Measure:
+def csfcube_dev_measure(cube: CSFCube, state_cache: TokenStateCache | None = None, facet: str = "all", max_queries: int | None = None) -> Measure:
     """A :data:`Measure`: the model's CSFCube **fold1_dev** MAP in percent (aggregated by
     default), by the official protocol on the split's papers only
     (:func:`unifar.evaluation.csfcube.csfcube_split_papers`, whose ``max_queries`` gives a quick
@@ -203,15 +211,15 @@ def csfcube_dev_measure(cube: Any, state_cache: Any = None, facet: str = "all", 
     across the evaluations of a run."""
     docs, split_map = csfcube_split_papers(cube, "fold1_dev", max_queries=max_queries)
 
-    def measure(model: Any, record: Mapping[str, Any]) -> float:
+    def measure(model: UniFAR, record: Mapping[str, Any]) -> float:
         enc = model.encode_documents(docs, state_cache=state_cache, show_progress=False)
         return float(split_map(enc.embeddings)[facet])
 
     return measure
 
 
-def held_out_measures(terms: Sequence[str], ftus: Any, documents: Mapping[str, Any], args: Any,
-                      state_cache: Any = None) -> dict[str, Measure]:
+def held_out_measures(terms: Sequence[str], ftus: Sequence[FTU], documents: Mapping[str, Any], args: TrainArgs,
+                      state_cache: TokenStateCache | None = None) -> dict[str, Measure]:
     """One :data:`Measure` per held-out loss term (e.g. ``"l_kd"``, how far the student ranks
     from the teacher on FTUs it does not train on): the step record's own held-out values when
     the run computed them at that step (``TrainArgs.eval_every``), else computed here, once per
@@ -226,7 +234,7 @@ def held_out_measures(terms: Sequence[str], ftus: Any, documents: Mapping[str, A
 
     computed: dict[Any, Mapping[str, float]] = {}  # (model, step) -> held-out terms
 
-    def values(model: Any, record: Mapping[str, Any]) -> Mapping[str, float]:
+    def values(model: UniFAR, record: Mapping[str, Any]) -> Mapping[str, float]:
         key = (id(model), record.get("step", 0))
         if key not in computed:
             if state_cache is not None:
@@ -237,7 +245,7 @@ def held_out_measures(terms: Sequence[str], ftus: Any, documents: Mapping[str, A
         return computed[key]
 
     def measure_of(term: str) -> Measure:
-        def measure(model: Any, record: Mapping[str, Any]) -> float:
+        def measure(model: UniFAR, record: Mapping[str, Any]) -> float:
             held = record.get("eval")
             if not held or term not in held:
                 held = values(model, record)
@@ -248,12 +256,14 @@ def held_out_measures(terms: Sequence[str], ftus: Any, documents: Mapping[str, A
     return {term: measure_of(term) for term in terms}
 
 
-def held_out_measure(term: str, ftus: Any, documents: Mapping[str, Any], args: Any, state_cache: Any = None) -> Measure:
+def held_out_measure(term: str, ftus: Sequence[FTU], documents: Mapping[str, Any], args: TrainArgs,
+                     state_cache: TokenStateCache | None = None) -> Measure:
     """:func:`held_out_measures` of one term."""
     return held_out_measures([term], ftus, documents, args, state_cache)[term]
 
 
-def standard_dev_curve(model: Any, ftus: Any, args: Any, cube: Any, state_cache: Any = None, every: int = 50,
+def standard_dev_curve(model: UniFAR, ftus: FTUDataset, args: TrainArgs, cube: CSFCube,
+                       state_cache: TokenStateCache | None = None, every: int = 50,
                        patience: int = 3, min_delta: float = 0.1, min_steps: int = 0,
                        max_queries: int | None = None) -> DevCurve:
     """The dev curve the book's training runs use: CSFCube fold1_dev aggregated MAP (monitored:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,6 +30,11 @@ from ..scoring import docdoc_scores, qdoc_scores
 from .retrievers import Retriever, ScoreFn, cached
 from .texts import document_text, facet_query_text
 
+if TYPE_CHECKING:
+    from ..datasets.csfcube import CSFCube
+    from ..model import UniFAR
+    from .mean_pooling import MeanPoolingEncoder
+
 __all__ = ["MeanPoolingRetriever", "UniFARRetriever"]
 
 QUESTION_CHUNK = 256  # questions scored per matrix product (bounds memory on large collections)
@@ -38,7 +43,7 @@ QUESTION_CHUNK = 256  # questions scored per matrix product (bounds memory on la
 class MeanPoolingRetriever(Retriever):
     """A mean-pooled base encoder (:class:`unifar.evaluation.mean_pooling.MeanPoolingEncoder`), cosine similarity."""
 
-    def __init__(self, encoder, facet_query: bool = False, query_title: bool = True, name: str | None = None) -> None:
+    def __init__(self, encoder: MeanPoolingEncoder, facet_query: bool = False, query_title: bool = True, name: str | None = None) -> None:
         self.encoder = encoder
         self.facet_query = facet_query
         self.qdoc = not facet_query  # the facet-restricted query is a doc-doc baseline
@@ -65,7 +70,7 @@ class MeanPoolingRetriever(Retriever):
         q = self._encode(list(questions))
         return (q @ index.T).double().numpy()
 
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """Cosine of the query paper's embedding (whole, or title + facet sentences) and each
         candidate's; the collection's embeddings are shared through ``cache``."""
         pids = data.pool_pids()
@@ -100,8 +105,8 @@ class UniFARRetriever(Retriever):
     same frozen base skips the encoder; the embeddings are the same either way.
     """
 
-    def __init__(self, model, name: str = "unifar", label: str | None = None, batch_size: int = 32,
-                 show_progress: bool = False, model_id: str | None = None, state_cache=None,
+    def __init__(self, model: UniFAR, name: str = "unifar", label: str | None = None, batch_size: int = 32,
+                 show_progress: bool = False, model_id: str | None = None, state_cache: TokenStateCache | None = None,
                  cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.model = model
         self.state_cache = state_cache
@@ -129,7 +134,7 @@ class UniFARRetriever(Retriever):
             out[s : s + QUESTION_CHUNK] = qdoc_scores(q[s : s + QUESTION_CHUNK], index).double().numpy()
         return out
 
-    def csfcube_score_fn(self, data: Any, cache: dict | None = None) -> ScoreFn:
+    def csfcube_score_fn(self, data: CSFCube, cache: dict | None = None) -> ScoreFn:
         """Doc-doc relevance for facet f = M(f, f) = cos(e_q^(f), e_c^(f)); every paper of the
         collection is encoded once per run: the embeddings are kept in ``cache`` under
         ``(index_key, "csfcube")`` with the papers they encode, so the hybrid that fuses this
@@ -154,7 +159,7 @@ class UniFARRetriever(Retriever):
 
         return score
 
-    def _encode_collection(self, data: Any, pids: list[str]) -> torch.Tensor:
+    def _encode_collection(self, data: CSFCube, pids: list[str]) -> torch.Tensor:
         """Facet embeddings ``[N, F, h]`` of CSFCube's papers ``pids``, through the frozen base's
         states on disk when the retriever has a ``cache_dir``."""
         docs = [{"title": data.papers[p]["title"], "sentences": data.papers[p]["sentences"]} for p in pids]
