@@ -51,7 +51,7 @@ is one click away through the `[source]` links. The pages are written by `.ci/ap
 .. py:currentmodule:: None
 ```
 
-The package re-exports {py:class}`~unifar.model.UniFAR` and {py:class}`~unifar.model.FacetEncoding`
+The package re-exports {py:class}`~unifar.model.UniFAR` and {py:class}`~unifar.encoding.FacetEncoding`
 (documented in {py:mod}`unifar.model`) and {py:class}`~unifar.config.UniFARConfig` and
 {py:data}`~unifar.config.ABLATIONS` (documented in {py:mod}`unifar.config`), so
 `from unifar import UniFAR, UniFARConfig` works. `python -m unifar` runs the command line of

@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "UniFAR": "model",
-    "FacetEncoding": "model",
+    "FacetEncoding": "encoding",
     "UniFARConfig": "config",
     "ABLATIONS": "config",
 }

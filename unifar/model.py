@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from .caching import TokenStateCache
 
-__all__ = ["UniFAR", "UniFAROutput", "FacetEncoding"]
+__all__ = ["UniFAR", "UniFAROutput"]  # FacetEncoding is unifar.encoding's (imported here for callers)
 
 
 @dataclass

@@ -133,7 +133,7 @@ def mean_facet_matrix(model: UniFAR, pairs: Sequence[tuple[str, str]], documents
 
 def sentence_attention(encoding: FacetEncoding, index: int, item: EncodedInput) -> np.ndarray:
     """One document's facet attention over its abstract sentences ``[F, n]``, each row summing
-    to 1. ``encoding`` is a :class:`unifar.model.FacetEncoding` and ``item`` the document's
+    to 1. ``encoding`` is a :class:`unifar.encoding.FacetEncoding` and ``item`` the document's
     :class:`unifar.text.EncodedInput` (from :meth:`unifar.model.UniFAR.tokenize_documents`). A
     document that took the token branch gets its token weights summed per sentence; the title
     (unit 0 of a titled document) and special tokens are left out, and each facet's weights over
