@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["facet_attention_stats"]
+__all__ = ["ceiling_ladder", "ceiling_mixes", "facet_attention_stats"]
 
 
 def facet_attention_stats(model, docs: Sequence[Mapping], encoding, reference=None) -> dict:
@@ -72,3 +72,27 @@ def facet_attention_stats(model, docs: Sequence[Mapping], encoding, reference=No
     if reference is not None:
         out["cos_to_reference"] = round(float(F.cosine_similarity(encoding.embeddings, reference, dim=-1).mean()), 4)
     return out
+
+
+def ceiling_mixes(record: Mapping) -> list[float]:
+    """The attention mixes ``a`` an attention-ceiling record scores (``benchmarks/studies/
+    attention_ceiling.py``: ``w_f = (1 - a) uniform + a labels_f``), sorted.
+
+    >>> ceiling_mixes({"csfcube_fold1_dev_map": {"a=0.5 both sides": {}, "a=0.0 query only": {}, "mean pooling": {}}})
+    [0.0, 0.5]
+    """
+    return sorted({float(k.split("=")[1].split()[0]) for k in record["csfcube_fold1_dev_map"] if k.startswith("a=")})
+
+
+def ceiling_ladder(record: Mapping, prefix: str, mixes: Sequence[float]) -> list[float]:
+    """CSFCube fold1_dev aggregated MAP of an attention-ceiling record at each mix ``a`` (both
+    sides), for the labels named by ``prefix`` (``""``: CSFCube's own, the oracle; ``"probe soft "``,
+    ``"labeller "``, ...). A record without a row for ``a`` (``a = 0``: uniform attention, the
+    same for every label source) gives its ``a=0.0`` row.
+
+    >>> rec = {"csfcube_fold1_dev_map": {"a=0.0 both sides": {"all": 41.1}, "probe a=0.5 both sides": {"all": 42.0}}}
+    >>> ceiling_ladder(rec, "probe ", [0.0, 0.5])
+    [41.1, 42.0]
+    """
+    rows = record["csfcube_fold1_dev_map"]
+    return [rows.get(f"{prefix}a={a} both sides", rows["a=0.0 both sides"])["all"] for a in mixes]

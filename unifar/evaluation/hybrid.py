@@ -60,6 +60,7 @@ __all__ = [
     "FusedRetriever",
     "HybridRetriever",
     "fuse",
+    "hybrid_study_table",
     "hybrid_system",
     "rank_fusion",
     "relative_weights",
@@ -363,3 +364,26 @@ def hybrid_system(
         "; BM25 on q-doc)" if qdoc else ")"
     )
     return FusedRetriever(key, label, [*parts, facet], qdoc, fusion=fusion)
+
+
+def hybrid_study_table(records: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The hybrid benchmark study's CSFCube rows (``benchmarks/studies/hybrid_eval.py``, whose
+    records chapter 5 shows): one row per (base, system) with CSFCube MAP and NDCG%20 (test),
+    fold1_test MAP and the fused weight ``W`` chosen on fold1_dev (relative to the dense part;
+    :func:`relative_weights` also reads older records' shares). ``records``: ``{base: record}``.
+
+    >>> rec = {"summary": {"csfcube": {"hybrid-mean": {"map": 42.8, "ndcg%20": 63.0,
+    ...                                                "fold1_test map": 41.0, "weights": [0.8, 0.2]}}}}
+    >>> hybrid_study_table({"minilm": rec}).loc[("minilm", "hybrid-mean")].tolist()
+    [42.8, 63.0, 41.0, 0.25]
+    """
+    import pandas as pd
+
+    table = {}
+    for base, record in records.items():
+        for run in record.get("runs", [record]):
+            for system, v in run["summary"].get("csfcube", {}).items():
+                table[(base, system)] = {"CSFCube MAP": v["map"], "NDCG%20": v["ndcg%20"],
+                                         "fold1_test MAP": v["fold1_test map"],
+                                         "W": relative_weights(v["weights"])[-1] if v.get("weights") else None}
+    return pd.DataFrame(table).T

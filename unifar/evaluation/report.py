@@ -20,7 +20,7 @@ from .csfcube import fold_names
 
 __all__ = ["HEADLINE_METRICS", "RUN_FACT_KEYS", "compare_systems", "csfcube_map_table", "fold_strata", "format_results",
            "results_table",
-           "seed_spread", "strip_timings", "verdict_table"]
+           "seed_spread", "seed_spread_table", "strip_timings", "verdict_table"]
 
 #: the metrics systems are compared on, per benchmark (the first is the benchmark's headline);
 #: a benchmark not listed (DORIS-MAE levels, LitSearch) is compared on all its metrics
@@ -271,3 +271,30 @@ def seed_spread(results: Mapping[str, Mapping[str, Any]], system: str = "unifar-
                          "min": min(values), "max": max(values), "range": max(values) - min(values),
                          "n_seeds": len(values)})
     return pd.DataFrame(rows, columns=["benchmark", "metric", *labels, "mean", "min", "max", "range", "n_seeds"])
+
+
+def seed_spread_table(result: Mapping[str, Any], records: Sequence[Mapping[str, Any]]):
+    """:func:`seed_spread`'s records (as a results file stores them) beside what they are judged
+    against, one row per (benchmark, metric): seed 0's 95 % interval over queries
+    (``"seed0 95% CI width"``), mean pooling's score and how many seeds score above it. Empty when
+    ``records`` is (a run with one seed).
+
+    >>> res = {"benchmarks": {"scirepeval": {"systems": {
+    ...     "unifar-trained": {"ci": {"ndcg@10": [58.0, 62.5]}}, "mean": {"metrics": {"ndcg@10": 61.0}}}}}}
+    >>> t = seed_spread_table(res, [{"benchmark": "scirepeval", "metric": "ndcg@10", "seed0": 60.0, "seed1": 62.0}])
+    >>> t.loc[("scirepeval", "ndcg@10"), ["seed0 95% CI width", "mean pooling", "seeds ahead of mean pooling"]].tolist()
+    [4.5, 61.0, 1.0]
+    """
+    import numpy as np
+    import pandas as pd
+
+    t = pd.DataFrame(records)
+    if t.empty:
+        return t
+    systems = {b: e["systems"] for b, e in result["benchmarks"].items()}
+    t["seed0 95% CI width"] = [np.subtract(*systems[b]["unifar-trained"]["ci"][m][::-1])
+                               for b, m in zip(t.benchmark, t.metric)]
+    t["mean pooling"] = [systems[b]["mean"]["metrics"][m] for b, m in zip(t.benchmark, t.metric)]
+    seeds = [c for c in t.columns if c.startswith("seed") and c[4:].isdigit()]
+    t["seeds ahead of mean pooling"] = (t[seeds].gt(t["mean pooling"], axis=0)).sum(axis=1)
+    return t.set_index(["benchmark", "metric"])
