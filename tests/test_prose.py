@@ -256,3 +256,45 @@ def test_ch2_gives_the_committed_chapters_values():
     assert {k: as_glued(got[k]) for k in same} == {k: shown[k] for k in same}
     assert got["ch2_run_best_gain"] == got["ch2_full_best_gain"]  # the same function for run and full
     assert quoted_names("02_rhetorical_sentence_embeddings.ipynb") <= set(shown)
+
+
+def _ch4(full: dict, run: dict | None = None, sources: dict | None = None) -> dict:
+    """prose.ch4 with chapter 4's default settings; the full record stands in for the run."""
+    from unifar.config import UniFARConfig
+    from unifar.datasets.csfcube import load_csfcube
+
+    cpu_model = dict(base_model="minilm", max_tokens=512, train_values=True, use_token_attention=False,
+                     distill_weight=10.0)  # the chapter's CPU_MODEL
+    cube = load_csfcube(ROOT / "data" / "csfcube")
+    return prose.ch4(run or full["results"], full, config=UniFARConfig(**cpu_model, epochs=1), eval_fraction=0.05,
+                     cpu_model=cpu_model, ftu_sources=sources or {"scirepeval_search": 30, "csfcube": 12},
+                     n_fold1_dev=len(cube.splits["all"]["fold1_dev"]), results_dir=ROOT / "results")
+
+
+def test_ch4_gives_the_committed_chapters_values():
+    full = load_results(ROOT / "results" / "ch04" / "full" / "train.json")
+    got = _ch4(full)
+    shown = committed_glue("04_training.ipynb")
+    assert set(got) == set(shown)
+    run_only = set(prose.chapter4._this_run(full["results"], {"x": 1}))
+    same = [k for k in got if k not in run_only]
+    assert len(same) > 250
+    assert {k: as_glued(got[k]) for k in same} == {k: shown[k] for k in same}
+    assert quoted_names("04_training.ipynb") <= set(shown)
+
+
+def test_ch4_run_values_come_from_the_run():
+    """With the full record as the run, the run's numbers are the full profile's; the FTU
+    documents are counted by source."""
+    full = load_results(ROOT / "results" / "ch04" / "full" / "train.json")
+    got = _ch4(full, sources={"scirepeval_search": 30, "csfcube": 12, None: 3})
+    for run_key, full_key in (("ch4_dev_trained", "ch4_full_dev_trained"), ("ch4_entropy", "ch4_full_entropy"),
+                              ("ch4_dev_untrained", "ch4_full_dev_untrained"), ("ch4_dev_mean", "ch4_full_dev_mean"),
+                              ("ch4_cos_untrained", "ch4_full_cos_untrained"), ("ch4_first_lkl", "ch4_full_first_lkl"),
+                              ("ch4_uniform_mass", "ch4_full_uniform_mass")):
+        assert got[run_key] == got[full_key], run_key
+    assert (got["ch4_n_docs"], got["ch4_n_docs_s2"], got["ch4_n_docs_human"]) == (45, 30, 15)
+    assert got["ch4_dev_vs_mean"] == ("above" if got["ch4_full_dev_vs_mean"] == "above" else "not above")
+    moved = {**full["results"], "fold1_dev_map": {**full["results"]["fold1_dev_map"],
+                                                  "mean pooling": {"all": 0.0}}}
+    assert _ch4(full, run=moved)["ch4_dev_vs_mean"] == "above"
