@@ -26,8 +26,10 @@ def _key(*parts: object) -> str:
 
 #: chapter 5's comparisons of the trained model, each system it is compared with
 CH5_VS = ("mean", "unifar-untrained", "bm25", "hybrid-mean")
-#: chapter 4's controls that chapter 5 evaluates beside the trained model
-CH5_CONTROLS = ("unifar-top-layer", "control-trained", "unifar-paper-objective")
+#: chapter 4's controls that chapter 5 evaluates beside the trained model: system name -> the
+#: folder of chapter 4's run under ``artifacts/ch04/<profile>/`` (its final model is in ``final/``)
+CH5_CONTROLS = {"unifar-top-layer": "top_layer", "control-trained": "single-vector_control_top_layer",
+                "unifar-paper-objective": "paper_objective"}
 CH5_BENCHMARKS = ("csfcube", "cranfield", "pubmedqa", "scirepeval")
 
 
