@@ -40,6 +40,24 @@ def test_setup_checks_the_profile_and_returns_its_settings(chapter):
         book.setup_chapter("ch09", "default", {"default": {}, "huge": {}})
 
 
+def test_every_chapter_has_its_profiles_in_the_library():
+    from unifar.profiles import PROFILES
+
+    assert sorted(PROFILES) == [f"ch0{n}" for n in range(1, 9)]
+    for name, profiles in PROFILES.items():
+        assert {"smoke", "default", "full"} <= set(profiles) <= set(book.PROFILE_NAMES), name
+        # every profile of a chapter sets the same settings, so that a cell never meets a missing key
+        assert len({frozenset(s) for s in profiles.values()}) == 1, name
+
+
+def test_setup_looks_up_the_chapters_profiles(monkeypatch, tmp_path):
+    from unifar.profiles import PROFILES
+
+    monkeypatch.chdir(tmp_path)
+    ch = book.setup_chapter("ch04", "full")
+    assert ch.settings == PROFILES["ch04"]["full"] and ch.settings["n_seeds"] == 3
+
+
 def test_save_writes_results_config_and_run_facts(chapter, tmp_path):
     ch = chapter("full")
     path = ch.save("scores", {"map": 40.0, "per_facet": (1, 2)}, config={"seed": 0})

@@ -1,10 +1,11 @@
 """The chapters as a reader meets them: what the rendered book must not trip on.
 
 Static checks of every notebook of the book (no execution): one number per chapter title (the
-book numbers chapters and sections itself), the set-up cell hidden, code that fits the page
-(at most 100 characters a line), markdown cells short enough to sit next to what they discuss
-(at most 600 words), no links that download library source files (chapters link to the API
-reference), every cross-reference and every glued number defined.
+book numbers chapters and sections itself), the set-up cell hidden and under 15 lines (profiles in
+unifar.profiles), code that fits the page (at most 100 characters a line), markdown cells short
+enough to sit next to what they discuss (at most 600 words), no links that download library
+source files (chapters link to the API reference), every cross-reference and every glued number
+defined.
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ def test_setup_cell_is_hidden(notebook):
     tags = set(setup.get("metadata", {}).get("tags", []))
     assert tags & {"hide-input", "remove-input", "remove-cell"}, f"{notebook.name}: the set-up cell is shown"
     assert "os.chdir" not in "".join(text(c) for c in code), "setup_chapter moves to the repository root"
+
+
+def test_setup_cell_is_short_and_takes_the_profiles_from_the_library(notebook):
+    """The set-up cell sets up (the chapter, its profile, the parameters it resolves); the profiles
+    live in unifar.profiles and the imports sit in the cells that use them."""
+    if notebook.parent.name != "notebooks":  # the reproduction summary is not a chapter
+        return
+    setup = next(c for c in cells(notebook) if "setup_chapter(" in text(c))
+    lines = [line for line in text(setup).splitlines() if line.strip()]
+    assert len(lines) < 15, f"{notebook.name}: a set-up cell of {len(lines)} lines"
+    assert not any(re.search(r"\bPROFILES\s*=", text(c)) for c in cells(notebook)), (
+        f"{notebook.name}: profiles belong in unifar.profiles")
 
 
 def test_code_lines_fit_the_page(notebook):

@@ -3,9 +3,10 @@
 A chapter is a papermill notebook with a ``profile`` parameter (``smoke``, ``default``, ``full``,
 ``paper``). Its second cell is one call::
 
-    ch = setup_chapter("ch04", profile, PROFILES)
+    ch = setup_chapter("ch04", profile, device=device, seed=seed, parameters=globals())
 
-which moves to the repository root (nbval starts kernels in ``notebooks/``), silences the known
+which looks up the chapter's profiles in :mod:`unifar.profiles`, checks the notebook's parameters,
+moves to the repository root (nbval starts kernels in ``notebooks/``), silences the known
 harmless warnings, pins the CPU threads, sets the plotting theme and returns a :class:`Chapter`
 holding the chosen profile's settings. The chapter then saves what it measured with
 :meth:`Chapter.save`: a JSON file with the results, the configuration and the run's facts
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .files import REPO, atomic_file
+from .profiles import PROFILES
 from .runtime import run_facts
 
 if TYPE_CHECKING:
@@ -189,7 +191,7 @@ class Chapter:
 def setup_chapter(
     name: str,
     profile: str,
-    profiles: Mapping[str, Mapping[str, Any]],
+    profiles: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     notebook: str | None = None,
     device: str | torch.device | None = None,
@@ -199,18 +201,21 @@ def setup_chapter(
 ) -> Chapter:
     """The set-up every chapter's second cell does, in one call (see the module docstring).
 
-    ``profiles`` maps each profile the chapter offers to its settings; an unknown ``profile``
-    is an error listing them. On a CPU, torch uses at most ``threads`` threads (the book's
-    timings are for 2 cores). ``seed`` seeds Python's, NumPy's and torch's generators. Given
-    the notebook's ``parameters`` (its ``globals()``), every parameter annotated in the
-    parameters cell is checked against its annotation first (:func:`check_parameters`), so a
-    papermill ``-p batch_size abc`` fails here, naming the parameter, not deep in a run.
+    ``profiles`` maps each profile the chapter offers to its settings (default: the chapter's
+    in :data:`unifar.profiles.PROFILES`); an unknown ``profile`` is an error listing them. On a
+    CPU, torch uses at most ``threads`` threads (the book's timings are for 2 cores). ``seed``
+    seeds Python's, NumPy's and torch's generators. Given the notebook's ``parameters`` (its
+    ``globals()``), every parameter annotated in the parameters cell is checked against its
+    annotation first (:func:`check_parameters`), so a papermill ``-p batch_size abc`` fails here,
+    naming the parameter, not deep in a run.
     """
     if notebook is None:
         matches = sorted((REPO / "notebooks").glob(f"{name.removeprefix('ch')}_*.ipynb"))
         notebook = matches[0].relative_to(REPO).as_posix() if matches else f"notebooks/{name}.ipynb"
     if parameters is not None:
         check_parameters(parameters, REPO / notebook)
+    if profiles is None:
+        profiles = PROFILES[name]
     if profile not in profiles:
         raise ValueError(f"unknown profile {profile!r} for {name}; this chapter offers {sorted(profiles)}")
     unknown = sorted(set(profiles) - set(PROFILE_NAMES))
