@@ -57,15 +57,17 @@ CH3: Profiles = {
         positives_per_facet=1, hard_negatives_per_facet=1, pool_per_source=None)),
 }
 
-#: Chapter 4's CPU model: the paper's hyper-parameters (appendix A) with the base encoder frozen
-#: and questions sent through the sentence branch (our CPU choices), and, beyond the paper, the
-#: distillation of chapter 3's teacher at weight 10 (the dev evidence is in ch4-distillation).
+#: The model settings of chapter 4's CPU profiles, over the paper's hyper-parameters (appendix A):
+#: the base encoder frozen and questions sent through the sentence branch (our CPU choices), and,
+#: beyond the paper, the distillation of chapter 3's teacher at weight 10 (the dev evidence is in
+#: chapter 4's section on distillation).
 CH4_CPU_MODEL: dict[str, Any] = dict(base_model="minilm", max_tokens=512, train_values=True,
                                      use_token_attention=False, distill_weight=10.0)
 # Checkpoints serve only a resume; a finished run keeps its final model (100 MB less a seed).
 _CH4_CPU_ARGS = dict(freeze_base=True, eval_fraction=0.05, save_every=50,
                      keep_checkpoints_when_done=False)
-#: Chapter 4's full profile's other runs (seed 0): config and argument overrides of the CPU profile.
+#: The other runs of chapter 4's full profile (seed 0), as config and argument overrides of the
+#: CPU profile.
 CH4_EXTRA: dict[str, dict[str, dict[str, Any]]] = {
     # With the base frozen the control has nothing to train: it trains the top base layer, which
     # costs about 9.5 s a step on 2 cores, so at most 100 steps (the dev study's C4, UniFAR with
@@ -96,10 +98,10 @@ CH5: Profiles = {
     "full": dict(benchmarks=_ALL_FOUR, max_length=None, other_seeds=[1, 2]),
 }
 
-#: The paper's table 3 rows, in its order (chapter 6): :data:`unifar.config.ABLATIONS`.
+#: The rows of the paper's table 3 in its order (chapter 6), from :data:`unifar.config.ABLATIONS`.
 CH6_PAPER_ROWS = list(ABLATIONS)
-#: Chapter 6's training arguments: a finished run keeps its final model only (its checkpoints
-#: would add 100 MB a run).
+#: The training arguments of chapter 6's runs; a finished run keeps its final model only (its
+#: checkpoints would add 100 MB a run).
 CH6_ARGS = dict(eval_fraction=0.05, eval_every=0, save_every=1000, keep_checkpoints_when_done=False)
 CH6: Profiles = {
     "smoke": dict(ftus="smoke", max_steps=2, n_seeds=1, rows=["full", "w/o anchors", "w/o L_KL"],
@@ -129,6 +131,7 @@ CH7: Profiles = {
 }
 
 _CH8_SMALL = ["scirepeval", "pubmedqa"]
+#: The four benchmarks of chapter 8's full tables, in their column order.
 CH8_ALL_BENCHMARKS = ["csfcube", "scirepeval", "pubmedqa", "cranfield"]
 CH8: Profiles = {
     "smoke": dict(ftus="smoke", steps=2, tables=[1], benchmarks=_CH8_SMALL[:1], top_layers=1,
@@ -141,6 +144,8 @@ CH8: Profiles = {
                   dev_every=100, n_dev=256),
 }
 
-#: chapter -> profile name -> settings
+#: The profiles of every chapter, by chapter (``"ch04"``) and profile name.
+#:
+#: :meta hide-value:
 PROFILES: dict[str, Profiles] = {"ch01": CH1, "ch02": CH2, "ch03": CH3, "ch04": CH4, "ch05": CH5,
                                  "ch06": CH6, "ch07": CH7, "ch08": CH8}
