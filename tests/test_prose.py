@@ -262,12 +262,13 @@ def _ch4(full: dict, run: dict | None = None, sources: dict | None = None) -> di
     """prose.ch4 with chapter 4's default settings; the full record stands in for the run."""
     from unifar.config import UniFARConfig
     from unifar.datasets.csfcube import load_csfcube
+    from unifar.profiles import CH4_CPU_MODEL, PROFILES
 
-    cpu_model = dict(base_model="minilm", max_tokens=512, train_values=True, use_token_attention=False,
-                     distill_weight=10.0)  # the chapter's CPU_MODEL
+    default = PROFILES["ch04"]["default"]  # the chapter's default profile
     cube = load_csfcube(ROOT / "data" / "csfcube")
-    return prose.ch4(run or full["results"], full, config=UniFARConfig(**cpu_model, epochs=1), eval_fraction=0.05,
-                     cpu_model=cpu_model, ftu_sources=sources or {"scirepeval_search": 30, "csfcube": 12},
+    return prose.ch4(run or full["results"], full, config=UniFARConfig(**default["config"]),
+                     eval_fraction=default["args"]["eval_fraction"], cpu_model=CH4_CPU_MODEL,
+                     ftu_sources=sources or {"scirepeval_search": 30, "csfcube": 12},
                      n_fold1_dev=len(cube.splits["all"]["fold1_dev"]), results_dir=ROOT / "results")
 
 

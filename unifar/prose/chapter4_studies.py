@@ -7,6 +7,7 @@ says H200); the one test-split record is the whole-stack test (``whole_stack_tes
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -327,6 +328,7 @@ def ch4_studies(results_dir: str | Path = "results", *, n_fold1_dev: int) -> dic
     the repository's ``results/``; ``n_fold1_dev``: CSFCube's fold1_dev query facets)."""
     root = Path(results_dir)
 
+    @functools.cache  # several studies read the same record (the hybrid FTUs' reference rows)
     def load(name: str) -> Record:
         return json.loads((root / name).read_text(encoding="utf-8"))
 
