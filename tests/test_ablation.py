@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -15,7 +16,8 @@ from unifar.ablation import CPU_PROFILE, FULL_MODEL, ROWS, row_config, row_folde
 from unifar.evaluation.ablation import (COLUMNS, ablation_table, ablation_verdicts, column_mde, column_values,
                                         paper_sign_agreement, seed_mean_result, system_name)
 from unifar.evaluation.structure import (case_study_attention, diagonal_contrast, mean_facet_matrix,
-                                         relevant_pairs, sentence_attention, span_shares)
+                                         parameter_shift, relevant_pairs, sentence_attention, span_shares,
+                                         structure_record, structure_table)
 from unifar.scoring import facet_similarity
 
 from .test_train import make_dataset, small
@@ -109,6 +111,31 @@ def test_mean_facet_matrix_is_the_mean_of_the_pairs_matrices(make_model, docs):
         mean_facet_matrix(model, [("q", "missing")], collection)
     with pytest.raises(ValueError, match="at least one"):
         mean_facet_matrix(model, [], collection)
+
+
+def test_structure_record_gathers_the_measures_and_its_table_has_a_row_per_model(make_model, docs):
+    start = make_model().eval()
+    moved = make_model().eval()
+    with torch.no_grad():
+        moved.anchors.add_(0.5)
+    collection = {f"d{i}": d for i, d in enumerate(docs)}
+    pairs = [("What do facet anchors do?", "d0"), ("Which loss trains the model?", "d1")]
+    labelled = [{**docs[0], "labels": ["background", "method", None, "result", "method"]}]
+    held = ({"l_dd": 2.0, "l_qd": 1.5}, {"l_dd": 1.0, "l_qd": 1.2})
+    rec = structure_record(moved, start, {"toy": (pairs, collection)}, labelled, held_out=held)
+    matrix = mean_facet_matrix(moved, pairs, collection)
+    assert rec["matrices"]["toy"] == matrix.tolist()
+    assert rec["contrast"]["toy"] == diagonal_contrast(matrix)
+    assert rec["shift"] == parameter_shift(moved, start) and rec["shift"]["anchors"] > 0
+    assert rec["attention"]["n_documents"] == 1
+    untrained = structure_record(start, start, {"toy": (pairs, collection)}, labelled)
+    assert untrained["shift"]["anchors"] == 0.0 and untrained["held_out_before"] is None
+    table = structure_table({"untrained": untrained, "moved": rec})
+    assert list(table.index) == ["untrained", "moved"]
+    assert table.loc["moved", "held-out l_dd after"] == 1.0
+    assert pd.isna(table.loc["untrained", "held-out l_dd after"])
+    assert table.loc["moved", "contrast toy"] == rec["contrast"]["toy"]
+    assert table.loc["untrained", "anchors moved"] == 0.0
 
 
 def test_diagonal_contrast_rejects_non_square():

@@ -82,6 +82,18 @@ def test_a_missing_full_file_says_how_to_make_it_and_smoke_stands_in(chapter):
     assert "smoke run standing in" in smoke.full_label("scores")
 
 
+def test_load_record_reads_a_committed_record_and_names_a_bad_one(tmp_path):
+    (tmp_path / "ch04").mkdir()
+    (tmp_path / "ch04" / "study.json").write_text('{"runs": {"a": 1}}')
+    assert book.load_record("ch04/study.json", tmp_path) == {"runs": {"a": 1}}
+    assert book.load_record("ch04/tuning_dev.json")["runs"]  # the repository's own, from its root
+    with pytest.raises(FileNotFoundError, match=r"ch04/missing.json: no such record"):
+        book.load_record("ch04/missing.json", tmp_path)
+    (tmp_path / "ch04" / "torn.json").write_text('{"runs": ')
+    with pytest.raises(ValueError, match=r"torn.json: not valid JSON"):
+        book.load_record("ch04/torn.json", tmp_path)
+
+
 def test_load_results_refuses_other_files(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"format": "something else"}')

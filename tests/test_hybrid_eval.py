@@ -10,7 +10,7 @@ import pytest
 
 from unifar.datasets.csfcube import load_csfcube
 from unifar.datasets.schema import QDocBenchmark, questions_to_dataset, to_dataset
-from unifar.evaluation import hybrid, runner, systems
+from unifar.evaluation import hybrid, report, runner, systems
 from unifar.evaluation.benchmarks import LoadedBenchmark
 from unifar.evaluation.csfcube import rank_pools
 from unifar.evaluation.labelled_bm25 import LabelledFacetBM25Retriever
@@ -131,6 +131,14 @@ def test_evaluate_all_records_the_choice_and_reports_test(cube):
     assert (
         len(res["benchmarks"]["csfcube"]["systems"]["h"]["per_query"]["all/map"]) == 50
     )  # the 2-fold test
+    table = hybrid.hybrid_table(res)  # chapter 5's hybrid table
+    cs = res["benchmarks"]["csfcube"]
+    fold1_test = report.fold_strata(cs, "all/map")["fold1_test"]
+    per_query = cs["systems"]["h"]["per_query"]["all/map"]
+    assert table.loc["h", "CSFCube MAP"] == cs["systems"]["h"]["metrics"]["all/map"]
+    assert table.loc["h", "fold1_test MAP"] == pytest.approx(np.mean([per_query[q] for q in fold1_test]))
+    assert 0 < len(fold1_test) < len(per_query)
+    assert table.loc["h", "W (fold1_dev)"] == hybrid.relative_weights(described["weights"])[-1]
 
 
 def _tiny_qdoc(name: str, flip: bool = False) -> QDocBenchmark:

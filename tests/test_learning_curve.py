@@ -100,3 +100,32 @@ def test_held_out_measures_compute_once_per_point_from_a_sorted_cache(make_model
     assert {t: m(model, {}) for t, m in without.items()} == pytest.approx(values, rel=1e-5)
     with_cache["loss"](model, {"step": 10})  # another point: computed again
     assert len(calls) == 3
+
+
+def test_train_until_flat_trains_once_then_reuses_the_finished_run(make_model, tmp_path):
+    from dataclasses import replace
+
+    import torch
+
+    from unifar.datasets.csfcube import load_csfcube
+    from unifar.learning_curve import train_until_flat
+
+    cube, ftus = load_csfcube(), make_dataset(16)
+    args = args_for(tmp_path, "run", epochs=10, max_steps=4, eval_every=2, seed=3)
+    made = []
+
+    def state():  # made only when the run trains
+        made.append(1)
+        return None
+
+    first = train_until_flat(make_model(**small()), ftus, args, cube, state, max_queries=1)
+    points = read_curve(args.output_dir)
+    assert first.steps == 4 and [p["step"] for p in points] == [0, 2, 4] and made == [1]
+    assert all(0 <= p["fold1_dev_map"] <= 100 for p in points)
+    again = train_until_flat(make_model(**small()), ftus, replace(args, resume=True), cube, state, max_queries=1)
+    assert made == [1] and again.steps == 4 and read_curve(args.output_dir) == points  # reused, not trained
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), again.model.state_dict().values()))
+    with pytest.raises(ValueError, match="training arguments differ"):  # another run's folder is not reused
+        train_until_flat(make_model(**small()), ftus, replace(args, resume=True, max_steps=6), cube, max_queries=1)
+    with pytest.raises(ValueError, match="eval_every must be"):
+        train_until_flat(make_model(**small()), ftus, replace(args, eval_every=0), cube)

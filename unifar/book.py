@@ -45,6 +45,7 @@ __all__ = [
     "PROFILE_NAMES",
     "glue",
     "glue_dict",
+    "load_record",
     "load_results",
     "same_results",
     "check_parameters",
@@ -57,13 +58,27 @@ PROFILE_NAMES = ("smoke", "default", "full", "paper")
 
 
 # ----------------------------------------------------------------------------- results files
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+
+
+def load_record(name: str | os.PathLike[str], results_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """A committed record under ``results_dir`` (default: the repository's ``results/``), e.g.
+    ``load_record("ch04/tuning_dev.json")``: a study script's JSON (``benchmarks/studies/``), read
+    as it is. A missing file or bad JSON is an error that names the file."""
+    path = (REPO / "results" if results_dir is None else Path(results_dir)) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such record (the scripts under benchmarks/ write the committed ones)")
+    return _read_json(path)
+
+
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a chapter results file written by :meth:`Chapter.save`, checking its format."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a chapter results file (expected format {FORMAT!r})")
     return data

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     from .datasets.ftu import FTU
     from .datasets.ftu_files import FTUDataset
     from .model import UniFAR
+    from .train import TrainResult
 
 __all__ = ["CURVE_NAME", "Plateau", "DevCurve", "read_curve", "movement_after", "where_runs_ended", "csfcube_dev_measure", "held_out_measure",
-           "held_out_measures", "standard_dev_curve"]
+           "held_out_measures", "standard_dev_curve", "train_until_flat"]
 
 CURVE_NAME = "dev_curve.jsonl"
 
@@ -280,3 +281,36 @@ def standard_dev_curve(model: UniFAR, ftus: FTUDataset, args: TrainArgs, cube: C
         measures["held_out_l_kd"], measures["held_out_loss"] = both["l_kd"], both["loss"]
     return DevCurve(model, measures, args.output_dir, every=every, monitor="fold1_dev_map", patience=patience,
                     min_delta=min_delta, min_steps=min_steps)
+
+
+def train_until_flat(model: UniFAR, ftus: FTUDataset, args: TrainArgs, cube: CSFCube,
+                     state_cache: TokenStateCache | Callable[[], TokenStateCache | None] | None = None,
+                     max_queries: int | None = None) -> TrainResult:
+    """Train ``model`` into ``args.output_dir`` until its :func:`standard_dev_curve` flattens
+    (evaluated every ``args.eval_every`` steps), the way the book's chapters train; with
+    ``args.resume`` a finished run there is reused instead (:func:`unifar.reuse.finished_run`,
+    which refuses one trained with other settings), without it an earlier run is removed first.
+    Seeds torch with ``args.seed``. ``state_cache``: the frozen base's
+    :class:`~unifar.caching.TokenStateCache`, or a function that makes one, called only when the
+    run trains (so a reused run loads no states)."""
+    import shutil
+
+    import torch
+
+    from .reuse import finished_run
+    from .train import train
+
+    if args.eval_every <= 0:
+        raise ValueError(f"train_until_flat: args.eval_every must be the dev curve's interval (> 0), got {args.eval_every}")
+    out = Path(args.output_dir)
+    if not args.resume and out.exists():
+        shutil.rmtree(out)  # a fresh run replaces the previous one
+    torch.manual_seed(args.seed)
+    done = finished_run(out, model, args) if args.resume else None
+    if done is not None:
+        return done
+    if callable(state_cache):
+        state_cache = state_cache()
+    curve = standard_dev_curve(model, ftus, args, cube, state_cache, every=args.eval_every, max_queries=max_queries)
+    curve.begin()
+    return train(None, ftus, args, model=model, state_cache=state_cache, callbacks=[curve])

@@ -46,6 +46,7 @@ import numpy as np
 from ..scoring import zscore_fusion
 from .labelled_bm25 import LabelledFacetBM25Retriever
 from .ranking import rank_order
+from .report import HEADLINE_METRICS, fold_strata
 from .retrievers import Retriever, ScoreFn, cached
 from .tuning import choose_on_csfcube_dev, choose_on_qdoc_dev, qdoc_dev_half
 
@@ -62,6 +63,7 @@ __all__ = [
     "fuse",
     "hybrid_study_table",
     "hybrid_system",
+    "hybrid_table",
     "rank_fusion",
     "relative_weights",
     "weight_grid",
@@ -387,3 +389,29 @@ def hybrid_study_table(records: Mapping[str, Mapping[str, Any]]) -> Any:
                                          "fold1_test MAP": v["fold1_test map"],
                                          "W": relative_weights(v["weights"])[-1] if v.get("weights") else None}
     return pd.DataFrame(table).T
+
+
+def hybrid_table(result: Mapping[str, Any]) -> Any:
+    """An evaluation result's systems (:func:`unifar.evaluation.runner.evaluate_all`) as chapter 5
+    shows its hybrids: CSFCube MAP (2-fold test) and fold1_test MAP, the weight ``W`` chosen on
+    fold1_dev (:func:`relative_weights`), and the headline metric of each q-doc benchmark
+    (:data:`unifar.evaluation.report.HEADLINE_METRICS`); one row per system."""
+    import pandas as pd
+
+    rows = {}
+    cs = result["benchmarks"].get("csfcube")
+    for name, described in result["meta"]["systems"].items():
+        row = {}
+        if cs and name in cs["systems"]:
+            s, folds = cs["systems"][name], fold_strata(cs, "all/map")
+            row |= {"CSFCube MAP": s["metrics"]["all/map"],
+                    "fold1_test MAP": np.mean([s["per_query"]["all/map"][i] for i in folds["fold1_test"]])}
+        chosen = described.get("weights_by_benchmark", {})
+        if "csfcube" in chosen:
+            row["W (fold1_dev)"] = relative_weights(chosen["csfcube"]["weights"])[-1]
+        for b in ("scirepeval", "cranfield", "pubmedqa"):
+            if b in result["benchmarks"] and name in result["benchmarks"][b]["systems"]:
+                m = HEADLINE_METRICS[b][0]
+                row[f"{b} {m}"] = result["benchmarks"][b]["systems"][name]["metrics"][m]
+        rows[name] = row
+    return pd.DataFrame(rows).T

@@ -11,7 +11,9 @@ reports structural measures, each a function here:
   facet's attention on given sentence spans against uniform attention (the paper's figure 4);
 * the attention's mass on labelled sentences and its entropy are
   :func:`unifar.evaluation.attention.facet_attention_stats`;
-* :func:`parameter_shift` -- how far training moved each parameter group from where it started.
+* :func:`parameter_shift` -- how far training moved each parameter group from where it started;
+* :func:`structure_record` -- all of these for one model (chapter 6's record), and
+  :func:`structure_table`, one row per model.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .attention import facet_attention_stats
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from ..text import EncodedInput
 
 __all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "parameter_shift", "relevant_pairs",
-           "sentence_attention", "span_shares"]
+           "sentence_attention", "span_shares", "structure_record", "structure_table"]
 
 
 def diagonal_contrast(matrix: ArrayLike) -> float:
@@ -198,3 +202,50 @@ def case_study_attention(model: UniFAR, question: str, documents: Sequence[Any],
     return {"question": {"units": q.units[0], "attention": q.attention[0].double().numpy().round(6).tolist(),
                          "branch": q.branch[0]},
             "documents": out_docs}
+
+
+def structure_record(model: UniFAR, start: nn.Module, qdoc_sets: Mapping[str, tuple[Sequence[tuple[str, str]], Mapping[str, Any]]],
+                     dev_docs: Sequence[Mapping[str, Any]], state_cache: TokenStateCache | None = None,
+                     held_out: tuple[Mapping[str, float] | None, Mapping[str, float] | None] = (None, None)) -> dict[str, Any]:
+    """What training changed in ``model``, with no ranking involved (one row of chapter 6's table):
+
+    * ``matrices`` / ``contrast``: :func:`mean_facet_matrix` over each q-doc set of ``qdoc_sets``
+      (``{name: (pairs, documents)}``, as :func:`relevant_pairs` gives them) and its
+      :func:`diagonal_contrast`;
+    * ``attention``: :func:`unifar.evaluation.attention.facet_attention_stats` on ``dev_docs``
+      (CSFCube's fold1_dev papers, which ship sentence labels);
+    * ``held_out_before`` / ``held_out_after``: the held-out loss terms the run logged before and
+      after training (``held_out``; None for a model that was not trained);
+    * ``shift``: :func:`parameter_shift` from ``start``, the untrained model.
+    """
+    matrices = {k: mean_facet_matrix(model, p, d, state_cache=state_cache) for k, (p, d) in qdoc_sets.items()}
+    enc = model.encode_documents(list(dev_docs), state_cache=state_cache, show_progress=False)
+    return {"matrices": {k: v.tolist() for k, v in matrices.items()},
+            "contrast": {k: diagonal_contrast(v) for k, v in matrices.items()},
+            "attention": facet_attention_stats(model, dev_docs, enc),
+            "held_out_before": held_out[0], "held_out_after": held_out[1],
+            "shift": parameter_shift(model, start)}
+
+
+def structure_table(records: Mapping[str, Mapping[str, Any]]):
+    """:func:`structure_record` of each model as a pandas DataFrame, one row per model: held-out
+    loss terms before and after training, diagonal contrast per q-doc set, the attention's mass on
+    its own facet's sentences beside uniform attention's, its normalised entropy, and how far the
+    anchors and the aggregation module moved."""
+    import pandas as pd
+
+    out = {}
+    for name, v in records.items():
+        before, after = v["held_out_before"] or {}, v["held_out_after"] or {}
+        # l_kd: the distillation term, logged where the base objective distils (full profile)
+        terms = [t for t in ("l_dd", "l_qd", "l_kl", "l_kd") if t in before or t in after]
+        out[name] = {
+            **{f"held-out {t} before": before.get(t) for t in terms},
+            **{f"held-out {t} after": after.get(t) for t in terms},
+            **{f"contrast {k}": c for k, c in v["contrast"].items()},
+            "attention mass on own sentences": v["attention"]["mass_on_gold"],
+            "uniform mass on own sentences": v["attention"]["uniform_mass_on_gold"],
+            "attention entropy (1 = uniform)": v["attention"]["norm_entropy"],
+            # relative distance of the trained tensors from the identity initialisation
+            **{f"{g} moved": v.get("shift", {}).get(g) for g in ("anchors", "aggregation")}}
+    return pd.DataFrame(out).T.rename_axis("model")

@@ -8,11 +8,11 @@ says H200); the one test-split record is the whole-stack test (``whole_stack_tes
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..book import load_record
 from ..config import UniFARConfig
 from ..construction.mining import MiningConfig
 from ..evaluation.attention import ceiling_ladder
@@ -327,10 +327,8 @@ def ch4_studies(results_dir: str | Path = "results", *, n_fold1_dev: int) -> dic
     """Every number chapter 4's prose quotes from its committed dev studies (``results_dir``:
     the repository's ``results/``; ``n_fold1_dev``: CSFCube's fold1_dev query facets)."""
     root = Path(results_dir)
-
-    @functools.cache  # several studies read the same record (the hybrid FTUs' reference rows)
-    def load(name: str) -> Record:
-        return json.loads((root / name).read_text(encoding="utf-8"))
+    # several studies read the same record (the hybrid FTUs' reference rows)
+    load = functools.cache(functools.partial(load_record, results_dir=root))
 
     return {**_tuning(load, n_fold1_dev), **_hybrid(load), **_attention(load), **_ceiling(load),
             **_distillation(load), **_whole_stack(load), **_whole_stack_test(load), **_gpu(load, root)}
