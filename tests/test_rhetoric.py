@@ -503,3 +503,16 @@ def test_facet_scores_report_cohens_kappa():
     res = facet_scores(gold, pred)
     assert res["cohen_kappa"] == pytest.approx((p_o - p_e) / (1 - p_e))
     assert res["cohen_kappa"] == pytest.approx(cohen_kappa_score(gold, [x or "none" for x in pred]))
+
+
+def test_labelled_sentences_reads_a_label_column_and_checks_its_labels():
+    from unifar.rhetoric.labeller_data import labelled_sentences
+
+    doc = {"id": "p1", "sentences": ["a", "b", "c"], "labels": ["method", None, "result"],
+           "raw_labels": ["objective", "other", "result"]}
+    assert labelled_sentences([doc]) == (["a", "c"], ["method", "result"])
+    assert labelled_sentences([doc], "raw_labels", allowed=None) == (["a", "b", "c"], ["objective", "other", "result"])
+    with pytest.raises(ValueError, match=r"document 0: unknown label 'objective' in 'raw_labels'"):
+        labelled_sentences([doc], "raw_labels")
+    with pytest.raises(ValueError, match=r"document 0 \('p1'\) needs 'sentences' and one 'labels' entry each"):
+        labelled_sentences([{**doc, "labels": ["method"]}])

@@ -12,12 +12,18 @@ every benchmark. Each module has one concern:
 * :mod:`~unifar.evaluation.qdoc`: the question -> document protocols;
 * :mod:`~unifar.evaluation.hybrid`: fusing several retrievers' scores (one weight convention),
   with weights chosen by :mod:`~unifar.evaluation.tuning` on dev splits only;
+  :mod:`~unifar.evaluation.labelled_bm25`: its facet-BM25 part on a labeller's sentence labels;
 * :mod:`~unifar.evaluation.bootstrap`: bootstrap intervals and the paired bootstrap;
+  :mod:`~unifar.evaluation.power`: the smallest difference a comparison can detect (stated
+  before it runs);
 * :mod:`~unifar.evaluation.benchmarks`, :mod:`~unifar.evaluation.systems`,
   :mod:`~unifar.evaluation.runner`: loading the benchmarks, building the systems, the run
   (:func:`~unifar.evaluation.runner.evaluate_all`);
 * :mod:`~unifar.evaluation.report`: tables, paired comparisons, verdicts, seed spread;
-* :mod:`~unifar.evaluation.attention`: where a facet model's attention goes (chapter 4).
+* :mod:`~unifar.evaluation.attention`: where a facet model's attention goes (chapter 4);
+  :mod:`~unifar.evaluation.structure`: what training changed, measured without ranking
+  (chapter 6); :mod:`~unifar.evaluation.ablation`: table 3 (chapter 6);
+  :mod:`~unifar.evaluation.dev_studies`: chapter 4's committed dev studies as tables.
 
 A CSFCube score, step by step, as ``python -m unifar evaluate csfcube --model RUN`` walks it:
 

@@ -55,20 +55,27 @@ def csabstruct_training_documents(
     return drop_leaking_documents(docs, fs)  # type: ignore[return-value]
 
 
-def labelled_sentences(docs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
-    """Sentences with a facet label (``None`` labels, e.g. CSAbstruct's ``other``, skipped)."""
+def labelled_sentences(docs: Sequence[Mapping[str, Any]], key: str = "labels",
+                       allowed: Sequence[str] | None = FACETS) -> tuple[list[str], list[str]]:
+    """Sentences with a label and their labels, from each document's ``sentences`` and ``key``
+    column (``None`` labels, e.g. CSAbstruct's ``other``, skipped); a label outside ``allowed``
+    is an error (default: the facets; ``None``: any, e.g. CSAbstruct's five ``raw_labels``).
+
+    >>> labelled_sentences([{"sentences": ["a", "b", "c"], "labels": ["method", None, "result"]}])
+    (['a', 'c'], ['method', 'result'])
+    """
     sents: list[str] = []
     labels: list[str] = []
     for k, doc in enumerate(docs):
-        s, lab = doc.get("sentences"), doc.get("labels")
+        s, lab = doc.get("sentences"), doc.get(key)
         if s is None or lab is None or len(s) != len(lab):
-            raise ValueError(f"document {k} ({doc.get('id', '?')!r}) needs 'sentences' and one 'labels' entry each")
-        for text, facet in zip(s, lab):
-            if facet is None:
+            raise ValueError(f"document {k} ({doc.get('id', '?')!r}) needs 'sentences' and one {key!r} entry each")
+        for text, label in zip(s, lab):
+            if label is None:
                 continue
-            if facet not in FACETS:
-                raise ValueError(f"document {k}: unknown facet {facet!r}; expected {FACETS}")
+            if allowed is not None and label not in allowed:
+                raise ValueError(f"document {k}: unknown label {label!r} in {key!r}; expected one of {tuple(allowed)}")
             sents.append(text)
-            labels.append(facet)
+            labels.append(label)
     return sents, labels
 
