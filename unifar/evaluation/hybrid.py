@@ -118,10 +118,11 @@ def rank_fusion(
     r"""Weighted reciprocal rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009) of score lists
     over the same candidates:
 
-    $$ s(d) = \sum_k \frac{w_k}{k_0 + r_k(d)} $$
+    .. math::
+        s(d) = \sum_k \frac{w_k}{k_0 + r_k(d)}
 
-    with $r_k(d)$ the 1-based rank of candidate $d$ under list $k$ (ties in input order,
-    :func:`~unifar.evaluation.ranking.rank_order`) and $k_0$ = ``k`` (60 in the paper). Inputs:
+    with :math:`r_k(d)` the 1-based rank of candidate :math:`d` under list :math:`k` (ties in input order,
+    :func:`~unifar.evaluation.ranking.rank_order`) and :math:`k_0` = ``k`` (60 in the paper). Inputs:
     ``scores``, lists of shape ``[n]``; ``weights``, one per list. Output ``[n]``, float64.
     Only ranks count, so no score scale matters.
 

@@ -42,7 +42,8 @@ __all__ = ["case_study_attention", "diagonal_contrast", "mean_facet_matrix", "pa
 def diagonal_contrast(matrix: ArrayLike) -> float:
     r"""Mean diagonal minus mean off-diagonal entry of a square facet similarity matrix.
 
-    $$ c(M) = \frac{1}{F}\sum_f M_{ff} - \frac{1}{F(F-1)}\sum_{f \ne g} M_{fg} $$
+    .. math::
+        c(M) = \frac{1}{F}\sum_f M_{ff} - \frac{1}{F(F-1)}\sum_{f \ne g} M_{fg}
 
     0 when every question facet is as close to every document facet (the paper's "w/o A_facet"
     collapse); the larger, the more each facet is matched with its own.
@@ -64,7 +65,8 @@ def parameter_shift(model: nn.Module, start: nn.Module) -> dict[str, float]:
     r"""How far training moved each named parameter group of ``model`` from ``start`` (the same
     architecture before training), relative to where it started:
 
-    $$ s_g = \frac{\lVert \theta_g - \theta_g^{(0)} \rVert_2}{\lVert \theta_g^{(0)} \rVert_2} $$
+    .. math::
+        s_g = \frac{\lVert \theta_g - \theta_g^{(0)} \rVert_2}{\lVert \theta_g^{(0)} \rVert_2}
 
     over the tensors of each group of :func:`unifar.optim.parameter_group` (``base``,
     ``anchors``, ``aggregation``), frozen tensors included; a group that is all
