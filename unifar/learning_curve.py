@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -293,9 +294,7 @@ def train_until_flat(model: UniFAR, ftus: FTUDataset, args: TrainArgs, cube: CSF
     Seeds torch with ``args.seed``. ``state_cache``: the frozen base's
     :class:`~unifar.caching.TokenStateCache`, or a function that makes one, called only when the
     run trains (so a reused run loads no states)."""
-    import shutil
-
-    import torch
+    import torch  # here, not at the top: the module stays importable without torch
 
     from .reuse import finished_run
     from .train import train
