@@ -18,7 +18,7 @@ from unifar.construction.labelling import SentenceLabeller
 from unifar.datasets.leakage import ForbiddenSet
 from unifar.facets import FACETS
 from unifar.rhetoric.encoder import SentenceEncoder
-from unifar.rhetoric.finetune import finetune
+from unifar.rhetoric.finetune import finetune, finetune_steps
 from unifar.rhetoric.losses import LOSS_NAMES, make_loss
 from unifar.rhetoric.retrieval import retrieval_scores
 from unifar.rhetoric.sampling import PKBatchSampler, pk_for
@@ -292,6 +292,8 @@ def test_finetuning_reduces_the_loss_and_is_deterministic(tiny_encoder):
     before = retrieval_scores(tiny_encoder.encode(sents), labels)
     hist = finetune(tiny_encoder, sents, labels, loss="ntxent", epochs=3, lr=1e-3, P=3, K=6, seed=0, device="cpu")
     assert len(hist) == 3 * (len(sents) // 18) and hist.settings["loss"] == "ntxent"
+    # chapter 2's table of profile sizes counts steps with finetune_steps: it must agree
+    assert len(hist) == finetune_steps(len(sents), len(set(labels)), "ntxent", 3, P=3, K=6)
     assert all(math.isfinite(v) for v in hist)
     assert np.mean(hist[-3:]) < 0.5 * np.mean(hist[:3])
     after = retrieval_scores(tiny_encoder.encode(sents), labels)
@@ -309,7 +311,7 @@ def test_finetune_max_steps_and_validation_selection(tiny_encoder):
         tiny_encoder, sents, labels, loss="softmax", epochs=6, lr=1e-3, seed=0, device="cpu",
         max_steps=4, validation=(sents, labels),
     )
-    assert len(hist) == 4
+    assert len(hist) == 4 == finetune_steps(len(sents), 3, "softmax", epochs=6, max_steps=4)
     assert hist.settings["P"] == 3 and hist.settings["K"] == 21  # pk_for("softmax", 3)
     assert [v["epoch"] for v in hist.validation] == list(range(1, len(hist.validation) + 1))
     best = max(hist.validation, key=lambda v: v["map@r"])

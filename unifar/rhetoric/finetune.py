@@ -25,7 +25,7 @@ from .losses import MetricLoss, make_loss
 from .retrieval import retrieval_scores
 from .sampling import PAPER_BATCH_SIZE, PKBatchSampler, encode_labels, pk_for
 
-__all__ = ["PAPER_LR", "FinetuneHistory", "embed_in_length_chunks", "finetune"]
+__all__ = ["PAPER_LR", "FinetuneHistory", "embed_in_length_chunks", "finetune", "finetune_steps"]
 
 PAPER_LR = 2e-5  #: appendix B (Adam)
 
@@ -98,6 +98,33 @@ def _keep_best(encoder: SentenceEncoder, validation: tuple[Sequence[str], Sequen
     return scores["map@r"], {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
 
+def finetune_steps(
+    n_sentences: int,
+    n_classes: int,
+    loss: str = "softmax",
+    epochs: int = 1,
+    max_steps: int | None = None,
+    P: int | None = None,
+    K: int | None = None,
+    batch_size: int = PAPER_BATCH_SIZE,
+) -> int:
+    """The optimiser steps :func:`finetune` takes: ``epochs`` passes of ``max(1, n_sentences //
+    (P*K))`` PK batches (the :class:`~unifar.rhetoric.sampling.PKBatchSampler`'s epoch), at most
+    ``max_steps``. ``P``/``K`` default to :func:`~unifar.rhetoric.sampling.pk_for` of ``loss``.
+    Chapter 2's table of profile sizes calls it, so the table and the trainer agree.
+
+    CSAbstruct's 5 labels give every loss ``P = 5, K = 12`` (batches of 60):
+
+    >>> finetune_steps(480, 5), finetune_steps(2400, 5, "ms", epochs=2), finetune_steps(480, 5, max_steps=4)
+    (8, 80, 4)
+    >>> finetune_steps(10, 5)  # fewer sentences than one batch: still one step an epoch
+    1
+    """
+    p_default, k_default = pk_for(loss, n_classes, batch_size)
+    per_epoch = max(1, n_sentences // ((P or p_default) * (K or k_default)))
+    return epochs * per_epoch if max_steps is None else min(max_steps, epochs * per_epoch)
+
+
 def finetune(
     encoder: SentenceEncoder,
     sentences: Sequence[str],
@@ -148,7 +175,7 @@ def finetune(
     sentences = list(sentences)
 
     history = FinetuneHistory()
-    total = epochs * len(sampler) if max_steps is None else min(max_steps, epochs * len(sampler))
+    total = finetune_steps(len(y), len(classes), loss.name, epochs, max_steps, P, K, batch_size)
     history.settings = {
         "loss": loss.name, **loss.hparams, "P": P, "K": K, "lr": lr, "head_lr": head_lr if head_lr is not None else lr,
         "epochs": epochs, "steps": total, "seed": seed, "device": str(dev), "bf16": use_bf16,
