@@ -171,3 +171,19 @@ def test_whole_stack_test_record_scores_the_study_models_and_labels_by_power():
     for v in test["verdicts"] + test["fold_verdicts"]:  # a verdict is "underpowered" only where the MDE says so
         if v["verdict"] == "underpowered":
             assert v["mde"] > v["effect_sought"] and v["ci_low"] <= 0 <= v["ci_high"]
+
+
+def test_a_reference_pair_that_agrees_on_every_query_gives_no_power_estimate():
+    """A hybrid teacher tuned to BM25 weight 0 scores every query as the base does: its MDE of 0
+    would call every comparison powered (seen in a CPU rehearsal of gpu_profile.py)."""
+    from unifar.evaluation.power import label_verdicts, power_table
+    from unifar.evaluation.report import verdict_table
+
+    res = _result(np.random.default_rng(2))
+    for entry in res["benchmarks"].values():  # the reference pair is the base itself
+        entry["systems"]["hybrid-mean"] = entry["systems"]["mean"]
+    power = power_table(res, "mean", "hybrid-mean", {"pubmedqa": {"mrr@10": 0.53}})
+    assert power.se.iloc[0] == 0.0 and np.isnan(power.mde.iloc[0]) and not power.powered.iloc[0]
+    verdicts = verdict_table(res, "unifar-trained", ["mean"], metrics={"pubmedqa": ["mrr@10"]})
+    labelled = label_verdicts(verdicts, power)
+    assert list(labelled.verdict) == list(verdicts.verdict)  # no estimate: the verdict stands

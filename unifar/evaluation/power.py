@@ -172,7 +172,9 @@ def power_table(result: Mapping[str, Any], base: str, reference: str,
 
     One row per benchmark, fold (None: the whole benchmark, CSFCube resampled within its folds;
     a CSFCube fold name: that fold's queries) and metric, with ``n, se, mde, effect_sought,
-    powered`` (``mde <= |effect_sought|``) and ``reference`` (the pair's name).
+    powered`` (``mde <= |effect_sought|``) and ``reference`` (the pair's name). Where the pair
+    scores every query alike (``se`` 0) it says nothing of the benchmark's noise: ``mde`` is NaN,
+    ``powered`` False, and :func:`label_verdicts` leaves that row's verdicts as they are.
     """
     import pandas as pd
 
@@ -195,8 +197,11 @@ def power_table(result: Mapping[str, Any], base: str, reference: str,
                     a, b, strata = {q: a[q] for q in ids}, {q: b[q] for q in ids}, None
                 m = minimum_detectable_effect(a, b, strata=strata, n_resamples=n_resamples, seed=seed,
                                               reference=f"{reference} - {base}")
+                # a pair that agrees on every query (a hybrid tuned to weight 0) measures no noise:
+                # its MDE of 0 would call every comparison powered, so there is no estimate
+                mde = m.mde if m.se > 0 else float("nan")
                 rows.append({"benchmark": bench, "fold": fold or "", "metric": metric, "n": m.n, "se": m.se,
-                             "mde": m.mde, "effect_sought": float(effect), "powered": m.detects(effect),
+                             "mde": mde, "effect_sought": float(effect), "powered": m.se > 0 and m.detects(effect),
                              "reference": m.reference})
     return pd.DataFrame(rows, columns=["benchmark", "fold", "metric", "n", "se", "mde", "effect_sought", "powered",
                                        "reference"])
