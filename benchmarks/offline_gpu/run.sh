@@ -15,15 +15,15 @@ $PY benchmarks/offline_gpu/unpack.py "$TMPG" 2>&1 | tail -2
 MODEL=${MODEL:-$TMPG/minilm}; MPNET=${MPNET:-$TMPG/mpnet}
 echo "== speed, MiniLM ($(left) s left)"
 timeout $(( $(left) < 240 ? $(left) : 240 )) $PY benchmarks/speed.py --model "$MODEL" --device $DEV --precision fp32 bf16 --max-length ${MAXLEN:-512} \
-  --repeats ${REPEATS:-3} --evaluate --train-ftus ${FTUS:-artifacts/ftus/full} --train-modes full frozen top --train-top-layers 1 \
+  --repeats ${REPEATS:-3} --evaluate --train-ftus ${FTUS:-$TMPG/ftus} --train-modes full frozen top --train-top-layers 1 \
   --train-steps 10 --json "$OUT/speed_minilm.json" > "$OUT/speed_minilm.log" 2>&1; echo "rc $?"; tail -15 "$OUT/speed_minilm.log"
 echo "== paper profile, MPNet architecture, random weights ($(left) s left)"
-timeout $(( $(left) < 100 ? $(left) : 100 )) $PY -m unifar train --ftus ${FTUS:-artifacts/ftus/full} --output /tmp/paper \
+timeout $(( $(left) < 100 ? $(left) : 100 )) $PY -m unifar train --ftus ${FTUS:-$TMPG/ftus} --output /tmp/paper \
   --profile paper --base-model "$MPNET" --max-tokens ${MAXLEN:-512} --max-steps 30 --save-every 30 --eval-fraction 0.03 --no-progress --device $DEV $TRAIN_EXTRA \
   > "$OUT/paper_train.log" 2>&1; echo "rc $?"; tail -8 "$OUT/paper_train.log"
 cp /tmp/paper/run.json "$OUT/paper_run.json" 2>/dev/null; cp /tmp/paper/log.jsonl "$OUT/paper_log.jsonl" 2>/dev/null
 echo "== dev grid, trainable base ($(left) s left)"
-timeout $(( $(left) - 15 )) $PY benchmarks/studies/tune_dev.py --base-model "$MODEL" --ftus ${FTUS:-artifacts/ftus/full} \
+timeout $(( $(left) - 15 )) $PY benchmarks/studies/tune_dev.py --base-model "$MODEL" --ftus ${FTUS:-$TMPG/ftus} \
   --hold-out-prefix pubmedqa: --max-tokens ${MAXLEN:-512} --mean-pooling --cache-dir /tmp/mpcache --work /tmp/tune \
   --untrained '{}' --grid "$(cat ${GRID:-benchmarks/offline_gpu/grid.json})" \
   --out "$OUT/tuning_dev_gpu.json" > "$OUT/tune.log" 2>&1; echo "rc $?"; tail -12 "$OUT/tune.log" | cut -c1-400

@@ -16,7 +16,7 @@ if [[ -z "$NO_WHEELS" ]]; then
 else export PYTHONPATH=$PWD; fi
 { date; nvidia-smi; $PY -c "import torch, transformers, sys; print(sys.version, torch.__version__, transformers.__version__, torch.cuda.is_available())"; } > "$OUT/env.txt" 2>&1
 $PY benchmarks/offline_gpu/unpack.py "$TMPG" 2>&1 | tail -2
-MODEL=${MODEL:-$TMPG/minilm}; FTUS=${FTUS:-artifacts/ftus/full}
+MODEL=${MODEL:-$TMPG/minilm}; FTUS=${FTUS:-$TMPG/ftus}
 echo "== search encoding, bf16 and fp32 ($(left) s left)"
 for dt in bf16 fp32; do
   timeout "$(box 60)" $PY benchmarks/search_scale.py --encode-docs 4205 --device $DEV --dtype $dt --model "$MODEL" \
