@@ -102,6 +102,7 @@ def test_the_gpu_grid_trains_its_runs_and_writes_the_record_chapter_4_reads(tiny
                             "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
     record = json.loads((tmp_path / "out" / "train.json").read_text())
     assert record["profile"] == "gpu" and record["chapter"] == "ch04" and record["run"]["duration_s"] > 0
+    assert record["results"]["evaluated"]  # (before the evaluation the file says False)
     runs = record["results"]["runs"]
     assert list(runs) == ["unifar-trained", "control-trained"]
     assert all(r["steps"] >= 1 and r["dev_curve"] for r in runs.values())

@@ -153,6 +153,26 @@ def evaluate_runs(args: argparse.Namespace, trained: dict[str, dict], device) ->
     return result, power, label_verdicts(verdict_table(result, "unifar-trained", others), power)
 
 
+def record(args: argparse.Namespace, argv: list[str] | None, trained: dict[str, dict], n_ftus: int, t_start: float,
+           device, evaluated: dict | None = None) -> dict:
+    """The chapter results record: the first UniFAR run's fields at the top, as chapter 4 reads
+    them, every run under ``runs``, and the evaluation when there is one (``evaluated: false``
+    before it, or when the call ran out of time)."""
+    from unifar.runtime import run_facts
+
+    first = trained["unifar-trained"]
+    results = {"steps": first["steps"], "run_info": first["run_info"], "dev_curve": first["dev_curve"],
+               "runs": {n: {k: v for k, v in r.items() if k not in ("model_dir", "config")} for n, r in trained.items()},
+               "evaluated": evaluated is not None, **(evaluated or {})}
+    return {"format": "unifar-chapter-results/1", "chapter": "ch04", "notebook": "benchmarks/studies/gpu_profile.py",
+            "profile": "gpu", "name": "train",
+            "config": {"runs": args.runs, **first["config"], "ftus": args.ftus, "n_ftus": n_ftus,
+                       "budget_s": args.budget, "benchmarks": args.benchmarks},
+            "results": results,
+            "run": {**run_facts(t_start, device, commit=args.commit),
+                    "command": "python benchmarks/studies/gpu_profile.py " + " ".join(argv or sys.argv[1:])}}
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     runs = parse_runs(args.runs)
@@ -160,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
     from unifar.datasets.csfcube import load_csfcube
     from unifar.datasets.ftu_files import FTUDataset, load_ftus
     from unifar.files import write_json
-    from unifar.runtime import pick_device, run_facts
+    from unifar.runtime import pick_device
 
     t_start = time.perf_counter()
     device = pick_device(args.device)
@@ -182,23 +202,16 @@ def main(argv: list[str] | None = None) -> dict:
               f"stopped: {r['run_info'].get('stopped_early')}", flush=True)
     if "unifar-trained" not in trained:
         raise SystemExit("[gpu] the first UniFAR run did not train: nothing to evaluate")
+    # the runs are saved before the evaluation: a call cut short by its time limit keeps them
+    path = write_json(Path(args.out) / "train.json", record(args, argv, trained, len(ftus), t_start, device))
+    print(f"[gpu] wrote {path} (trained, not evaluated yet)", flush=True)
     result, power, verdicts = evaluate_runs(args, trained, device)
     for b, entry in result["benchmarks"].items():
         line = ", ".join(f"{s} {r['metrics'][next(iter(r['metrics']))]:.2f}" for s, r in entry["systems"].items())
         print(f"[gpu] {b}: {line}", flush=True)
-    first = trained["unifar-trained"]
-    out = {"format": "unifar-chapter-results/1", "chapter": "ch04", "notebook": "benchmarks/studies/gpu_profile.py",
-           "profile": "gpu", "name": "train",
-           "config": {"runs": args.runs, **first["config"], "ftus": args.ftus,
-                      "n_ftus": len(ftus), "budget_s": args.budget, "benchmarks": args.benchmarks},
-           # the first UniFAR run's fields at the top, as chapter 4 reads them; every run under "runs"
-           "results": {"steps": first["steps"], "run_info": first["run_info"], "dev_curve": first["dev_curve"],
-                       "runs": {n: {k: v for k, v in r.items() if k not in ("model_dir", "config")}
-                                for n, r in trained.items()},
-                       "evaluation": result, "power": power.to_dict(orient="records"),
-                       "verdicts": verdicts.to_dict(orient="records")},
-           "run": {**run_facts(t_start, device, commit=args.commit),
-                   "command": "python benchmarks/studies/gpu_profile.py " + " ".join(argv or sys.argv[1:])}}
+    out = record(args, argv, trained, len(ftus), t_start, device,
+                 {"evaluation": result, "power": power.to_dict(orient="records"),
+                  "verdicts": verdicts.to_dict(orient="records")})
     path = write_json(Path(args.out) / "train.json", out)
     print(f"[gpu] wrote {path}", flush=True)
     return out
